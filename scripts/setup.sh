@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up zarrfs on a Debian machine: system packages (as root) and a virtual environment in .venv.
+#   bash scripts/setup.sh          runtime only
+#   bash scripts/setup.sh --test   plus the test dependencies and tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(fuse3 libfuse3-dev pkg-config python3-venv)
+extras=""
+if [[ "${1:-}" == "--test" ]]; then
+    pkgs+=(fio attr)
+    extras="[test]"
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}" >&2
+    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e ".${extras}"
+echo "setup: ready (.venv/bin/zarrfs)" >&2

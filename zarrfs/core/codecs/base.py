@@ -1,0 +1,204 @@
+"""Codec interfaces and the codec registry (Zarr v3 core, "Codecs" section).
+
+A codec is stateless configuration: it holds no store and no per-chunk state. The per-chunk
+information travels in a :class:`ChunkSpec` (shape, in-memory data type, fill value), so one codec
+object serves every chunk of an array. Three kinds, applied in this order when encoding:
+
+    array -> array  (zero or more: transpose)
+    array -> bytes  (exactly one: bytes, sharding_indexed)
+    bytes -> bytes  (zero or more: gzip, blosc, zstd, crc32c)
+
+Invariants every codec keeps:
+- in-memory arrays are C-contiguous numpy arrays in *native* byte order with ``spec.dtype``;
+- ``decode`` never returns data it could not verify and never allocates more than the bound it
+  is given (``max_size``) or can derive from the spec; bad input raises ``CorruptDataError``;
+- ``from_config`` validates the configuration and raises ``MetadataError`` naming the field;
+- ``to_json`` returns the canonical ``{"name": ..., "configuration": {...}}`` document.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from math import prod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from zarrfs.core.errors import MetadataError, UnsupportedError
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """What a codec needs to know about one chunk: its shape, data type and fill value.
+
+    ``dtype`` is the in-memory numpy dtype in native byte order (``V<n>`` for raw types).
+    ``fill_value`` is a 0-d numpy array of ``dtype`` (bit-exact, NaN payloads included).
+    """
+
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    fill_value: np.ndarray[Any, Any]
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.shape) * self.dtype.itemsize
+
+    def with_shape(self, shape: tuple[int, ...]) -> ChunkSpec:
+        return ChunkSpec(tuple(shape), self.dtype, self.fill_value)
+
+    def fill_array(self) -> np.ndarray[Any, Any]:
+        """A new, writable chunk filled with the fill value."""
+        out = np.empty(self.shape, dtype=self.dtype)
+        out[...] = self.fill_value
+        return out
+
+    def is_fill(self, arr: np.ndarray[Any, Any]) -> bool:
+        """True when every element equals the fill value bit for bit (NaN payloads included)."""
+        if arr.size == 0:
+            return True
+        fill = np.ascontiguousarray(self.fill_value).view(np.uint8)
+        flat = np.ascontiguousarray(arr).view(np.uint8).reshape(-1, self.dtype.itemsize)
+        return bool((flat == fill).all())
+
+
+class Codec(ABC):
+    """Base of all codecs. Subclasses set ``name`` and implement one of the three kinds."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, configuration: Mapping[str, Any]) -> Codec:
+        """Build from the ``configuration`` object; raise ``MetadataError`` if invalid."""
+
+    @abstractmethod
+    def configuration(self) -> dict[str, Any] | None:
+        """The configuration object (None when the codec has none)."""
+
+    def to_json(self) -> dict[str, Any]:
+        conf = self.configuration()
+        doc: dict[str, Any] = {"name": self.name}
+        if conf is not None:
+            doc["configuration"] = conf
+        return doc
+
+    def validate(self, spec: ChunkSpec) -> None:
+        """Raise ``MetadataError`` if this codec cannot handle chunks described by ``spec``."""
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.to_json() == other.to_json()  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_json()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.configuration()!r})"
+
+
+class ArrayArrayCodec(Codec):
+    """array -> array. ``spec`` arguments describe the decoded (input) side."""
+
+    @abstractmethod
+    def resolve_spec(self, spec: ChunkSpec) -> ChunkSpec:
+        """The spec of the encoded array produced from a decoded array described by ``spec``."""
+
+    @abstractmethod
+    def encode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]: ...
+
+    @abstractmethod
+    def decode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
+        """Inverse of ``encode``: ``arr`` has ``resolve_spec(spec).shape``; returns ``spec.shape``."""
+
+
+class ArrayBytesCodec(Codec):
+    """array -> bytes."""
+
+    @abstractmethod
+    def encode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> bytes | None:
+        """Encode a chunk; None means "nothing to store" (e.g. a shard whose chunks are all empty)."""
+
+    @abstractmethod
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray[Any, Any]:
+        """Decode to a C-contiguous, writable array of ``spec.shape`` and ``spec.dtype``."""
+
+    @abstractmethod
+    def max_encoded_size(self, spec: ChunkSpec) -> int:
+        """An upper bound of the encoded size of a chunk described by ``spec``."""
+
+
+class BytesBytesCodec(Codec):
+    """bytes -> bytes."""
+
+    @abstractmethod
+    def encode(self, data: bytes | memoryview) -> bytes: ...
+
+    @abstractmethod
+    def decode(self, data: bytes | memoryview, max_size: int) -> bytes:
+        """Decode; raise ``CorruptDataError`` rather than produce more than ``max_size`` bytes."""
+
+    @abstractmethod
+    def max_encoded_size(self, size: int) -> int:
+        """An upper bound of the encoded size of ``size`` input bytes."""
+
+
+_REGISTRY: dict[str, type[Codec]] = {}
+
+
+def register_codec(cls: type[Codec], *aliases: str) -> type[Codec]:
+    """Register a codec class under its ``name`` (and optional aliases)."""
+    for name in (cls.name, *aliases):
+        _REGISTRY[name] = cls
+    return cls
+
+
+def codec_class(name: str) -> type[Codec]:
+    _load_builtin_codecs()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnsupportedError(f"unknown codec {name!r}") from None
+
+
+def parse_codec(doc: Any) -> Codec | None:
+    """Build a codec from its metadata entry: a name string or a ``{"name", "configuration"}``
+    object. Returns None for an unknown codec marked ``"must_understand": false``."""
+    if isinstance(doc, str):
+        name, conf, must = doc, {}, True
+    elif isinstance(doc, Mapping):
+        name = doc.get("name")
+        if not isinstance(name, str):
+            raise MetadataError(f"codec entry without a string 'name': {doc!r}")
+        conf = doc.get("configuration", {})
+        if conf is None:
+            conf = {}
+        if not isinstance(conf, Mapping):
+            raise MetadataError(f"codec {name!r}: 'configuration' must be an object")
+        must = doc.get("must_understand", True)
+        if not isinstance(must, bool):
+            raise MetadataError(f"codec {name!r}: 'must_understand' must be a boolean")
+        extra = set(doc) - {"name", "configuration", "must_understand"}
+        if extra:
+            raise MetadataError(f"codec {name!r}: unknown keys {sorted(extra)}")
+    else:
+        raise MetadataError(f"codec entry must be a string or an object, got {doc!r}")
+    try:
+        cls = codec_class(name)
+    except UnsupportedError:
+        if not must:
+            return None
+        raise
+    return cls.from_config(conf)
+
+
+_LOADED = False
+
+
+def _load_builtin_codecs() -> None:
+    """Import the built-in codec modules once (they register themselves)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    import zarrfs.core.codecs.builtin  # noqa: F401

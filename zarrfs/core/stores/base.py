@@ -1,0 +1,137 @@
+"""The store interface: a key/value view of a Zarr store, split by capability.
+
+Spec: Zarr v3 core, "Stores" (get, get_partial_values, set, erase, list_dir).
+
+- A key is ``/``-separated, relative, made of non-empty segments that are neither ``.`` nor
+  ``..`` and contain no NUL or backslash; ``check_key`` enforces it so no key ever escapes the
+  store root. The empty key ``""`` is the root prefix for listing only.
+- ``get`` returns None for a missing key; it never raises for absence. A byte range past the end
+  is clipped (as HTTP does); a range starting past the end gives ``b""``.
+- ``set`` replaces the object all-or-nothing (readers see the old or the new bytes, never a mix).
+- Every failure is a ``StoreError`` (``StoreTimeout`` past the deadline); a read-only store raises
+  ``ReadOnlyError`` from ``set``/``delete``.
+- Stores are thread-safe: the FUSE layer calls them from many worker threads at once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from zarrfs.core.errors import ReadOnlyError, StoreError
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    """Bytes ``[start, start + length)`` of an object; ``length=None`` means to the end."""
+
+    start: int
+    length: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.start < 0 or (self.length is not None and self.length < 0):
+            raise ValueError(f"invalid byte range {self}")
+
+
+@dataclass(frozen=True)
+class SuffixRange:
+    """The last ``length`` bytes of an object (the whole object if it is shorter)."""
+
+    length: int
+
+    def __post_init__(self) -> None:
+        if self.length < 0:
+            raise ValueError(f"invalid suffix range {self}")
+
+
+RangeRequest = ByteRange | SuffixRange | None
+
+
+def check_key(key: str) -> str:
+    """Return ``key`` if it is a safe store key, else raise ``StoreError``."""
+    if not isinstance(key, str) or not key:
+        raise StoreError(f"invalid store key {key!r}")
+    if key.startswith("/") or "\\" in key or "\x00" in key:
+        raise StoreError(f"invalid store key {key!r}")
+    for part in key.split("/"):
+        if part in ("", ".", ".."):
+            raise StoreError(f"invalid store key {key!r}")
+    return key
+
+
+def check_prefix(prefix: str) -> str:
+    """Return a listing prefix (``""`` or a safe key, with or without a trailing ``/``)."""
+    if prefix == "":
+        return prefix
+    check_key(prefix.rstrip("/"))
+    return prefix
+
+
+def slice_range(data: bytes, byte_range: RangeRequest) -> bytes:
+    """Apply a range request to a whole object's bytes (clipping like HTTP)."""
+    if byte_range is None:
+        return data
+    if isinstance(byte_range, SuffixRange):
+        return data[max(0, len(data) - byte_range.length):] if byte_range.length else b""
+    end = None if byte_range.length is None else byte_range.start + byte_range.length
+    return data[byte_range.start:end]
+
+
+class Store(ABC):
+    """Readable store. Subclasses set the capability flags and implement the methods they offer."""
+
+    #: set/delete are supported
+    writable: bool = False
+    #: list_dir/list_prefix are supported (HTTP stores cannot list)
+    listable: bool = False
+    #: the store's own URL, for messages and ``zarrfs info``
+    url: str = ""
+
+    @abstractmethod
+    def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
+        """The object's bytes (or the requested range); None if the key is missing."""
+
+    def get_many(self, requests: Sequence[tuple[str, RangeRequest]]) -> list[bytes | None]:
+        """Several reads; remote stores override to fetch concurrently and coalesce ranges."""
+        return [self.get(key, rng) for key, rng in requests]
+
+    def size(self, key: str) -> int | None:
+        """The object's size in bytes, or None if missing."""
+        data = self.get(key)
+        return None if data is None else len(data)
+
+    def exists(self, key: str) -> bool:
+        return self.size(key) is not None
+
+    def version(self, key: str) -> str | None:
+        """An opaque token that changes whenever the object changes (mtime+size, ETag);
+        None if the key is missing."""
+        data = self.get(key)
+        return None if data is None else f"{len(data)}:{hash(data)}"
+
+    def set(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``, replacing any object all-or-nothing."""
+        raise ReadOnlyError(f"store {self.url or type(self).__name__} is read-only")
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (no error if it is missing)."""
+        raise ReadOnlyError(f"store {self.url or type(self).__name__} is read-only")
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        """Immediate children of ``prefix`` (``""`` or ``"a/b/"``): (key names, sub-prefix names),
+        each sorted, names relative to ``prefix`` without slashes."""
+        raise StoreError(f"store {self.url or type(self).__name__} cannot list")
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        """Every key under ``prefix`` (full keys), in no particular order."""
+        raise StoreError(f"store {self.url or type(self).__name__} cannot list")
+
+    def close(self) -> None:
+        """Release connections and file handles."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

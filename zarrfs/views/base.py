@@ -1,0 +1,123 @@
+"""The virtual-node interface the FUSE layer serves.
+
+A mounted tree is made of ``VDir`` and ``VFile`` nodes. The FUSE layer owns inode numbers
+(stable per path), lookup counts and file handles; the nodes own content. Every method may block
+(store I/O, decoding) and is called from a worker thread; every method is thread-safe. Failures
+are raised as ``zarrfs.core.errors`` exceptions, which the FUSE layer maps to errno.
+
+Opening a file returns a ``VHandle``; reads and writes go through the handle so per-open state
+(a metadata document being edited, a scratch file) lives there and is committed on ``release``.
+
+Kernel caching: ``VFile.cache_token()`` is an opaque value that changes whenever the content
+may have changed behind the kernel's back (another writer, a metadata change). The FUSE layer
+keeps the kernel page cache on open only when the token is unchanged since the previous open.
+"""
+
+from __future__ import annotations
+
+import stat as stat_mod
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from zarrfs.core.errors import InvalidWriteError, ReadOnlyError
+
+
+@dataclass
+class Stat:
+    """What ``getattr`` reports for a node (the FUSE layer adds inode, uid, gid, mode mask)."""
+
+    is_dir: bool
+    size: int = 0
+    #: bytes actually stored (for ``st_blocks``); None means "same as size"
+    stored_bytes: int | None = None
+    writable: bool = False
+    mtime_ns: int = field(default_factory=time.time_ns)
+    #: preferred I/O size (``st_blksize``); 0 lets the FUSE layer choose
+    blksize: int = 0
+
+    @property
+    def mode(self) -> int:
+        if self.is_dir:
+            return stat_mod.S_IFDIR | (0o755 if self.writable else 0o555)
+        return stat_mod.S_IFREG | (0o644 if self.writable else 0o444)
+
+
+class VNode(ABC):
+    """A file or directory in the mounted tree."""
+
+    is_dir: bool = False
+
+    @abstractmethod
+    def stat(self) -> Stat: ...
+
+    def xattrs(self) -> dict[str, bytes]:
+        """Extended attributes (names like ``user.zarr.shape``)."""
+        return {}
+
+
+class VHandle(ABC):
+    """One open file. ``read``/``write`` take byte offsets; short reads only at end of file."""
+
+    @abstractmethod
+    def read(self, offset: int, size: int) -> bytes: ...
+
+    def write(self, offset: int, data: bytes) -> int:
+        raise ReadOnlyError("file is read-only")
+
+    def flush(self) -> None:
+        """Make every byte written through any handle of this file durable (fsync)."""
+
+    def release(self) -> None:
+        """Close: commit (and validate) what was written; errors are reported to close()."""
+
+
+class VFile(VNode):
+    """A regular file."""
+
+    #: serve through direct I/O (content generated per read, size unknown in advance)
+    direct_io: bool = False
+
+    @abstractmethod
+    def open(self, write: bool, truncate: bool) -> VHandle:
+        """Open for reading (and writing if ``write``). ``truncate`` is O_TRUNC."""
+
+    def truncate(self, size: int) -> None:
+        """Change the size (``truncate(2)``); most views refuse."""
+        raise InvalidWriteError("this file has a fixed size")
+
+    def cache_token(self) -> object:
+        """Changes whenever content may have changed behind the kernel's back (None: never cache)."""
+        return None
+
+
+class VDir(VNode):
+    """A directory."""
+
+    is_dir = True
+
+    @abstractmethod
+    def names(self) -> list[str]:
+        """Child names in a stable order (readdir offsets index this list)."""
+
+    @abstractmethod
+    def lookup(self, name: str) -> VNode | None:
+        """The child called ``name``, or None."""
+
+    def mkdir(self, name: str) -> VDir:
+        raise ReadOnlyError("cannot create a directory here")
+
+    def create(self, name: str) -> VFile:
+        raise ReadOnlyError("cannot create a file here")
+
+    def unlink(self, name: str) -> None:
+        raise ReadOnlyError("cannot remove files here")
+
+    def rmdir(self, name: str) -> None:
+        raise ReadOnlyError("cannot remove directories here")
+
+    def rename(self, name: str, new_parent: VDir, new_name: str) -> None:
+        raise ReadOnlyError("cannot rename here")
+
+    def refresh(self) -> None:
+        """Re-read the store (close-to-open revalidation on opendir/lookup)."""
