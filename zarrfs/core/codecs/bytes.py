@@ -1,0 +1,91 @@
+"""The ``bytes`` codec (array -> bytes): elements in C order, in a fixed byte order.
+
+Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/bytes/ (specs/v3/codecs/bytes.rst)
+Name: ``bytes``
+Example: ``{"name": "bytes", "configuration": {"endian": "little"}}``
+
+Invariants:
+- ``endian`` is ``"little"`` or ``"big"``; it may be absent only for data types where byte order
+  does not apply (one-byte types and raw ``r<N>`` types, held in memory as numpy ``V<n>``);
+  ``validate`` refuses a multi-byte numeric type without it.
+- The encoded size is exactly ``prod(shape) * itemsize``; ``decode`` refuses any other length
+  and returns a new, writable, C-contiguous array in native byte order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+
+from zarrfs.core.codecs.base import ArrayBytesCodec, ChunkSpec, register_codec
+from zarrfs.core.errors import CorruptDataError, MetadataError
+
+Endian = Literal["little", "big"]
+_ORDER_CHAR = {"little": "<", "big": ">"}
+
+
+def _byte_order_applies(dtype: np.dtype[Any]) -> bool:
+    """True for data types whose encoding depends on ``endian`` (multi-byte numbers)."""
+    return dtype.itemsize > 1 and dtype.kind != "V"
+
+
+class BytesCodec(ArrayBytesCodec):
+    """Plain little- or big-endian element encoding."""
+
+    name = "bytes"
+
+    def __init__(self, endian: Endian | None = "little") -> None:
+        if endian is not None and endian not in _ORDER_CHAR:
+            raise MetadataError(f"codec 'bytes': 'endian' must be 'little' or 'big', got {endian!r}")
+        self.endian: Endian | None = endian
+
+    @classmethod
+    def from_config(cls, configuration: Mapping[str, Any]) -> BytesCodec:
+        extra = set(configuration) - {"endian"}
+        if extra:
+            raise MetadataError(f"codec 'bytes': unknown configuration keys {sorted(extra)}")
+        endian = configuration.get("endian")
+        if endian is not None and endian not in _ORDER_CHAR:
+            raise MetadataError(f"codec 'bytes': 'endian' must be 'little' or 'big', got {endian!r}")
+        return cls(endian)
+
+    def configuration(self) -> dict[str, Any] | None:
+        return None if self.endian is None else {"endian": self.endian}
+
+    def validate(self, spec: ChunkSpec) -> None:
+        if self.endian is None and _byte_order_applies(spec.dtype):
+            raise MetadataError(
+                f"codec 'bytes': 'endian' is required for the {spec.dtype.itemsize}-byte "
+                f"data type {spec.dtype}"
+            )
+
+    def _stored_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
+        if not _byte_order_applies(dtype):
+            return dtype
+        if self.endian is None:
+            raise MetadataError(f"codec 'bytes': 'endian' is required for data type {dtype}")
+        return dtype.newbyteorder(_ORDER_CHAR[self.endian])
+
+    def encode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> bytes:
+        stored = self._stored_dtype(spec.dtype)
+        return np.ascontiguousarray(arr, dtype=stored).tobytes()
+
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray[Any, Any]:
+        expected = spec.nbytes
+        if len(data) != expected:
+            raise CorruptDataError(
+                f"codec 'bytes': chunk is {len(data)} bytes, expected {expected} "
+                f"for shape {spec.shape} of {spec.dtype}"
+            )
+        stored = self._stored_dtype(spec.dtype)
+        flat = np.frombuffer(data, dtype=stored)
+        # astype always copies: the result is writable, C-contiguous and in native order.
+        return flat.astype(spec.dtype, copy=True).reshape(spec.shape)
+
+    def max_encoded_size(self, spec: ChunkSpec) -> int:
+        return spec.nbytes
+
+
+register_codec(BytesCodec)
