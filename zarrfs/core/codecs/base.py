@@ -29,7 +29,7 @@ import numpy as np
 from zarrfs.core.errors import MetadataError, UnsupportedError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ChunkSpec:
     """What a codec needs to know about one chunk: its shape, data type and fill value.
 
@@ -40,6 +40,17 @@ class ChunkSpec:
     shape: tuple[int, ...]
     dtype: np.dtype[Any]
     fill_value: np.ndarray[Any, Any]
+
+    def _key(self) -> tuple[Any, ...]:
+        return (tuple(self.shape), self.dtype, np.ascontiguousarray(self.fill_value).tobytes())
+
+    def __eq__(self, other: object) -> bool:
+        # Bit-exact on the fill value (a NaN fill equals itself), hashable so that prepared
+        # chains can be cached per spec.
+        return isinstance(other, ChunkSpec) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     @property
     def nbytes(self) -> int:
