@@ -1,0 +1,321 @@
+"""The one frozen metadata model every Zarr format maps into, and the JSON helpers they share.
+
+Spec: v3 core "Metadata" (array and group documents) and "Node names".
+
+Invariants:
+- ``ArrayMetadata`` / ``GroupMetadata`` are immutable by convention: their mappings are plain
+  dicts (so ``json.dumps`` works on them) that nobody mutates; ``with_*`` return new objects
+  with a new ``document`` and ``raw = None``.
+- ``fill_value`` is a 0-d array of ``data_type.dtype``; ``chunk_shape`` has one positive entry
+  per dimension; ``document`` is the full parsed document, kept in step with the fields.
+- ``to_bytes()`` returns ``raw`` when the object was parsed and not changed (byte-stable round
+  trip), otherwise the document serialised the way its format writes it. Formats register how
+  they patch and serialise documents with :func:`register_document_format`; the default is the
+  v3 layout, serialised like zarr-python 3 (``json.dumps(doc, indent=2)``, ASCII escapes, NaN
+  literals allowed only where zarr-python writes them: inside attributes).
+- :func:`load_json_object` is the only JSON entry point for stored documents: it turns every
+  parser failure (syntax, encoding, nesting, duplicate keys, huge numbers) into
+  ``MetadataError``.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from zarrfs.core.codecs.base import ChunkSpec
+from zarrfs.core.codecs.chain import CodecChain
+from zarrfs.core.dtypes import DataType
+from zarrfs.core.errors import InvalidWriteError, MetadataError
+from zarrfs.core.keys import ChunkKeyEncoding
+
+#: deepest JSON nesting accepted in a stored document
+MAX_JSON_DEPTH = 128
+#: most dimensions an array may have
+MAX_NDIM = 32
+#: largest array or chunk size in bytes (fits an int64 byte offset)
+MAX_NBYTES = 2**63 - 1
+
+
+# --------------------------------------------------------------------------- JSON helpers
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise MetadataError(f"duplicate key {key!r} in JSON object")
+        out[key] = value
+    return out
+
+
+def load_json_object(raw: bytes | bytearray | memoryview, what: str = "metadata") -> dict[str, Any]:
+    """Parse a stored JSON document that must be one object; ``MetadataError`` otherwise."""
+    try:
+        text = bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MetadataError(f"{what}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    text = text.removeprefix("\ufeff")
+    try:
+        doc = json.loads(text, object_pairs_hook=_reject_duplicates)
+    except MetadataError as exc:
+        raise MetadataError(f"{what}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise MetadataError(f"{what}: invalid JSON: {exc}") from None
+    except RecursionError:
+        raise MetadataError(f"{what}: JSON nested too deeply") from None
+    except (ValueError, MemoryError) as exc:  # e.g. integers beyond the digit limit
+        raise MetadataError(f"{what}: unreadable JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise MetadataError(f"{what}: expected a JSON object, got {type(doc).__name__}")
+    if json_depth(doc) > MAX_JSON_DEPTH:
+        raise MetadataError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return doc
+
+
+def json_depth(value: Any) -> int:
+    """Nesting depth of a JSON value (scalars 0, ``[]`` 1), computed without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            depth += 1
+            stack.extend((v, depth) for v in item.values())
+        elif isinstance(item, (list, tuple)):
+            depth += 1
+            stack.extend((v, depth) for v in item)
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            break
+    return deepest
+
+
+def find_non_finite(value: Any) -> str | None:
+    """The JSON path of the first NaN/Infinity number inside ``value``, else None."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not np.isfinite(item):
+            return path or "(value)"
+        if isinstance(item, Mapping):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
+    return None
+
+
+def check_attributes(attrs: Any, what: str = "attributes") -> dict[str, Any]:
+    """A deep copy of user attributes after checking they are JSON: an object with string keys
+    whose values are null, booleans, numbers, strings, lists and objects."""
+    if not isinstance(attrs, Mapping):
+        raise MetadataError(f"{what} must be a JSON object, got {type(attrs).__name__}")
+    stack: list[tuple[Any, int]] = [(attrs, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (Mapping, list, tuple)):
+            if depth > MAX_JSON_DEPTH - 1:
+                raise MetadataError(f"{what}: nested deeper than {MAX_JSON_DEPTH - 1} levels")
+            if isinstance(item, Mapping):
+                for key in item:
+                    if not isinstance(key, str):
+                        raise MetadataError(f"{what}: object key {key!r} is not a string")
+                values = list(item.values())
+            else:
+                values = list(item)
+            stack.extend((v, depth + 1) for v in values)
+        elif not (item is None or isinstance(item, (bool, int, float, str))):
+            raise MetadataError(f"{what}: {type(item).__name__} value {item!r} is not JSON")
+    return _copy_doc(attrs)
+
+
+def check_node_name(name: str) -> str:
+    """A valid node name (core spec, "Node names"), returned unchanged; ``MetadataError`` else."""
+    if not isinstance(name, str) or not name:
+        raise MetadataError("node name must be a non-empty string")
+    if "/" in name:
+        raise MetadataError(f"node name {name!r} must not contain '/'")
+    if set(name) == {"."}:
+        raise MetadataError(f"node name {name!r} must not consist only of periods")
+    if name.startswith("__"):
+        raise MetadataError(f"node name {name!r} must not start with the reserved prefix '__'")
+    return name
+
+
+# --------------------------------------------------------------------------- document formats
+
+
+class DocumentFormat:
+    """How one metadata format patches and serialises its document (default: Zarr v3)."""
+
+    def set_shape(self, doc: dict[str, Any], shape: tuple[int, ...]) -> None:
+        doc["shape"] = list(shape)
+
+    def set_attributes(self, doc: dict[str, Any], attributes: dict[str, Any]) -> None:
+        doc["attributes"] = attributes
+
+    def dumps(self, doc: Mapping[str, Any]) -> bytes:
+        return json.dumps(doc, indent=2, allow_nan=True).encode()
+
+
+_FORMATS: dict[int | str, DocumentFormat] = {}
+_DEFAULT_FORMAT = DocumentFormat()
+
+
+def register_document_format(zarr_format: int | str, fmt: DocumentFormat) -> None:
+    _FORMATS[zarr_format] = fmt
+
+
+def document_format(zarr_format: int | str) -> DocumentFormat:
+    return _FORMATS.get(zarr_format, _DEFAULT_FORMAT)
+
+
+def _copy_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(doc, allow_nan=True))  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayMetadata:
+    """An array node's metadata, whatever format it was stored in."""
+
+    zarr_format: int | str
+    shape: tuple[int, ...]
+    data_type: DataType
+    chunk_shape: tuple[int, ...]
+    chunk_key_encoding: ChunkKeyEncoding
+    fill_value: np.ndarray[Any, Any]
+    codecs: CodecChain
+    dimension_names: tuple[str | None, ...] | None
+    attributes: Mapping[str, Any]
+    document: Mapping[str, Any]
+    raw: bytes | None = None
+
+    node_type = "array"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self.data_type.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Decoded size of the whole array in bytes."""
+        return prod(self.shape) * self.data_type.itemsize
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        """Number of chunks along each dimension."""
+        return tuple(-(-s // c) for s, c in zip(self.shape, self.chunk_shape, strict=True))
+
+    def chunk_key(self, coords: tuple[int, ...]) -> str:
+        """Store key of chunk ``coords``, relative to the array's prefix."""
+        return self.chunk_key_encoding.encode(coords)
+
+    def chunk_spec(self, shape: tuple[int, ...] | None = None) -> ChunkSpec:
+        """The codec spec of a chunk (default: the regular chunk shape)."""
+        return ChunkSpec(
+            tuple(self.chunk_shape if shape is None else shape),
+            self.data_type.dtype,
+            self.fill_value,
+        )
+
+    def with_shape(self, shape: tuple[int, ...] | list[int]) -> ArrayMetadata:
+        """The same array resized to ``shape`` (same rank); ``InvalidWriteError`` otherwise."""
+        try:
+            if any(isinstance(s, bool) for s in shape):
+                raise TypeError("booleans are not sizes")
+            new = tuple(operator.index(s) for s in shape)
+        except TypeError:
+            raise InvalidWriteError(f"shape {shape!r} must hold non-negative integers") from None
+        if len(new) != self.ndim:
+            raise InvalidWriteError(f"cannot change the rank of a {self.ndim}-d array to {new}")
+        if any(s < 0 for s in new):
+            raise InvalidWriteError(f"shape {new} must hold non-negative integers")
+        if prod(new) * self.data_type.itemsize > MAX_NBYTES:
+            raise InvalidWriteError(f"shape {new} is too large ({MAX_NBYTES} bytes at most)")
+        doc = _copy_doc(self.document)
+        document_format(self.zarr_format).set_shape(doc, new)
+        return replace(self, shape=new, document=doc, raw=None)
+
+    def with_attributes(self, attrs: Mapping[str, Any]) -> ArrayMetadata:
+        """The same array with its user attributes replaced (validated, deep-copied)."""
+        clean = check_attributes(attrs)
+        doc = _copy_doc(self.document)
+        document_format(self.zarr_format).set_attributes(doc, clean)
+        return replace(self, attributes=clean, document=doc, raw=None)
+
+    def to_bytes(self) -> bytes:
+        if self.raw is not None:
+            return self.raw
+        return document_format(self.zarr_format).dumps(self.document)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ArrayMetadata)
+            and self.zarr_format == other.zarr_format
+            and self.document == other.document
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"ArrayMetadata(zarr_format={self.zarr_format!r}, shape={self.shape}, "
+            f"data_type={self.data_type.name}, chunk_shape={self.chunk_shape}, "
+            f"codecs={self.codecs!r})"
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class GroupMetadata:
+    """A group node's metadata, whatever format it was stored in.
+
+    ``consolidated`` maps paths relative to this group (``"a"``, ``"a/b"``) to child metadata
+    when the document carries usable consolidated metadata; ``consolidated_error`` says why
+    present-but-unusable consolidated metadata was ignored (callers then list the store).
+    """
+
+    zarr_format: int | str
+    attributes: Mapping[str, Any]
+    document: Mapping[str, Any]
+    raw: bytes | None = None
+    consolidated: Mapping[str, ArrayMetadata | GroupMetadata] | None = None
+    consolidated_error: str | None = None
+
+    node_type = "group"
+
+    def with_attributes(self, attrs: Mapping[str, Any]) -> GroupMetadata:
+        clean = check_attributes(attrs)
+        doc = _copy_doc(self.document)
+        document_format(self.zarr_format).set_attributes(doc, clean)
+        return replace(self, attributes=clean, document=doc, raw=None)
+
+    def to_bytes(self) -> bytes:
+        if self.raw is not None:
+            return self.raw
+        return document_format(self.zarr_format).dumps(self.document)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, GroupMetadata)
+            and self.zarr_format == other.zarr_format
+            and self.document == other.document
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        n = None if self.consolidated is None else len(self.consolidated)
+        return f"GroupMetadata(zarr_format={self.zarr_format!r}, consolidated={n})"
