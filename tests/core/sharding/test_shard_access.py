@@ -1,0 +1,270 @@
+"""Shard I/O on a store: index reads, partial inner-chunk reads with coalescing, rewrites."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from shard_helpers import BYTES_LE, CRC, CountingStore, sharding, spec
+
+from zarrfs.core.errors import CorruptDataError
+from zarrfs.core.sharding import access
+from zarrfs.core.sharding import format as fmt
+from zarrfs.core.stores.base import ByteRange, SuffixRange
+
+KEY = "arr/c/0/0"
+GZIP = {"name": "gzip", "configuration": {"level": 1}}
+
+
+def numbered(shape: tuple[int, ...], dtype: str = "<f8") -> np.ndarray:
+    return (np.arange(int(np.prod(shape))) + 1).astype(dtype).reshape(shape)
+
+
+def write(store: CountingStore, codec, s, arr: np.ndarray) -> bytes:
+    data = codec.encode(arr, s)
+    assert data is not None
+    store.data[KEY] = data
+    store.reset()
+    return data
+
+
+class TestReadShardIndex:
+    @pytest.mark.parametrize("location", ["start", "end"])
+    def test_one_ranged_request(self, location: str) -> None:
+        store = CountingStore()
+        codec = sharding([2, 2], index_location=location)
+        s = spec((4, 6))
+        data = write(store, codec, s, numbered((4, 6), "<f4"))
+        index = access.read_shard_index(store, KEY, codec, s)
+        assert index is not None
+        size = 16 * 6 + 4
+        expected = SuffixRange(size) if location == "end" else ByteRange(0, size)
+        assert store.gets == [(KEY, expected)]
+        assert store.bytes_read == size
+        whole = codec.read_index(data, s)
+        np.testing.assert_array_equal(index.offsets, whole.offsets)
+        np.testing.assert_array_equal(index.nbytes, whole.nbytes)
+
+    def test_missing_shard(self) -> None:
+        store = CountingStore()
+        assert access.read_shard_index(store, KEY, sharding([2]), spec((4,))) is None
+        assert len(store.gets) == 1
+
+    @pytest.mark.parametrize("location", ["start", "end"])
+    def test_shard_shorter_than_index(self, location: str) -> None:
+        store = CountingStore({KEY: b"\x01" * 20})
+        with pytest.raises(CorruptDataError) as err:
+            access.read_shard_index(store, KEY, sharding([2], index_location=location), spec((4,)))
+        assert err.value.key == KEY
+
+    def test_garbage_index(self) -> None:
+        store = CountingStore({KEY: bytes(range(256)) * 2})
+        with pytest.raises(CorruptDataError) as err:
+            access.read_shard_index(store, KEY, sharding([2, 2]), spec((4, 4)))
+        assert err.value.key == KEY
+
+
+class TestReadInnerChunks:
+    def setup_method(self) -> None:
+        # 4x4 inner chunks of 128x128 float64 = 128 KiB each, uncompressed: no two chunks are
+        # closer than the coalescing gap unless adjacent.
+        self.store = CountingStore()
+        self.codec = sharding([128, 128], index_location="end")
+        self.s = spec((512, 512), "<f8")
+        self.arr = numbered((512, 512))
+        self.arr[128:256, 0:128] = 0  # inner chunk (1, 0) empty
+        write(self.store, self.codec, self.s, self.arr)
+        self.index = access.read_shard_index(self.store, KEY, self.codec, self.s)
+        self.store.reset()
+
+    def block(self, c: tuple[int, int]) -> np.ndarray:
+        return self.arr[c[0] * 128:(c[0] + 1) * 128, c[1] * 128:(c[1] + 1) * 128]
+
+    def test_fetches_only_the_needed_chunks(self) -> None:
+        wanted = [(0, 0), (2, 3), (1, 0)]
+        got = access.read_inner_chunks(self.store, KEY, self.codec, self.s, self.index, wanted)
+        assert set(got) == set(wanted)
+        assert got[(1, 0)] is None
+        np.testing.assert_array_equal(got[(0, 0)], self.block((0, 0)))
+        np.testing.assert_array_equal(got[(2, 3)], self.block((2, 3)))
+        assert len(self.store.get_many_calls) == 1
+        assert len(self.store.gets) == 2
+        assert self.store.bytes_read == 2 * 128 * 128 * 8
+
+    def test_adjacent_chunks_are_coalesced(self) -> None:
+        wanted = [(0, 1), (0, 2), (0, 3)]  # stored back to back in C order
+        got = access.read_inner_chunks(self.store, KEY, self.codec, self.s, self.index, wanted)
+        assert len(self.store.gets) == 1
+        assert self.store.bytes_read == 3 * 128 * 128 * 8
+        for c in wanted:
+            np.testing.assert_array_equal(got[c], self.block(c))
+
+    def test_gap_threshold(self) -> None:
+        wanted = [(0, 0), (0, 2)]  # one 128 KiB chunk between them
+        access.read_inner_chunks(self.store, KEY, self.codec, self.s, self.index, wanted)
+        assert len(self.store.gets) == 2
+        self.store.reset()
+        got = access.read_inner_chunks(
+            self.store, KEY, self.codec, self.s, self.index, wanted, coalesce_gap=200_000
+        )
+        assert len(self.store.gets) == 1
+        assert self.store.bytes_read == 3 * 128 * 128 * 8
+        np.testing.assert_array_equal(got[(0, 2)], self.block((0, 2)))
+
+    def test_only_missing_chunks_make_no_request(self) -> None:
+        got = access.read_inner_chunks(self.store, KEY, self.codec, self.s, self.index, [(1, 0)])
+        assert got == {(1, 0): None}
+        assert self.store.gets == [] and self.store.get_many_calls == []
+
+    def test_corrupt_inner_chunk_names_the_key(self) -> None:
+        offset, _ = self.index.get((3, 3))  # type: ignore[misc]
+        data = bytearray(self.store.data[KEY])
+        # bytes codec without checksum cannot notice a flipped byte; truncate instead
+        self.store.data[KEY] = bytes(data[: offset + 10])
+        with pytest.raises(CorruptDataError) as err:
+            access.read_inner_chunks(self.store, KEY, self.codec, self.s, self.index, [(3, 3)])
+        assert err.value.key == KEY
+
+    def test_index_past_the_end_is_caught_on_read(self) -> None:
+        # With the index at the end the shard size is unknown when the index is read; a range
+        # past the end must still never be decoded from a short read.
+        s = spec((4,), "<f4")
+        codec = sharding([2])
+        offsets = np.array([0, 1000], dtype=np.uint64)
+        nbytes = np.array([8, 8], dtype=np.uint64)
+        body = np.array([1, 2, 3, 4], dtype="<f4").tobytes()
+        self.store.data[KEY] = body + fmt.encode_index(fmt.ShardIndex(offsets, nbytes),
+                                                       codec.index_codecs)
+        index = access.read_shard_index(self.store, KEY, codec, s)
+        assert index is not None
+        got = access.read_inner_chunks(self.store, KEY, codec, s, index, [(0,)])
+        np.testing.assert_array_equal(got[(0,)], [1, 2])
+        with pytest.raises(CorruptDataError, match="ends at") as err:
+            access.read_inner_chunks(self.store, KEY, codec, s, index, [(1,)])
+        assert err.value.key == KEY
+
+    def test_checksummed_inner_chunk(self) -> None:
+        store = CountingStore()
+        codec = sharding([2, 2], codecs=[BYTES_LE, GZIP, CRC])
+        s = spec((4, 4), "<i2")
+        data = write(store, codec, s, numbered((4, 4), "<i2"))
+        index = access.read_shard_index(store, KEY, codec, s)
+        offset, _ = index.get((0, 1))  # type: ignore[union-attr,misc]
+        bad = bytearray(data)
+        bad[offset + 3] ^= 0x40
+        store.data[KEY] = bytes(bad)
+        with pytest.raises(CorruptDataError, match=r"inner chunk \(0, 1\)") as err:
+            access.read_inner_chunks(store, KEY, codec, s, index, [(0, 1)])
+        assert err.value.key == KEY
+
+
+class TestCoalesce:
+    def test_spans(self) -> None:
+        ranges = [(100, 10), (0, 10), (15, 5), (1000, 1)]
+        assert access.coalesce(ranges, gap=10) == [(0, 20), (100, 110), (1000, 1001)]
+        assert access.coalesce(ranges, gap=5) == [(0, 10), (15, 20), (100, 110), (1000, 1001)]
+        assert access.coalesce(ranges, gap=0) == [(0, 10), (15, 20), (100, 110), (1000, 1001)]
+
+    def test_overlapping_and_duplicate(self) -> None:
+        assert access.coalesce([(0, 10), (5, 2), (0, 10)], gap=0) == [(0, 10)]
+
+
+class TestRewriteShard:
+    def setup_method(self) -> None:
+        self.store = CountingStore()
+        self.codec = sharding([2, 2], codecs=[BYTES_LE, GZIP, CRC])
+        self.s = spec((4, 6), "<i4", fill=0)
+        self.arr = numbered((4, 6), "<i4")
+        self.old = write(self.store, self.codec, self.s, self.arr)
+        self.old_index = self.codec.read_index(self.old, self.s)
+
+    def stored(self, data: bytes, index: fmt.ShardIndex, c: tuple[int, int]) -> bytes:
+        offset, nbytes = index.get(c)  # type: ignore[misc]
+        return data[offset:offset + nbytes]
+
+    def test_untouched_chunks_keep_their_bytes(self) -> None:
+        new = np.full((2, 2), 77, dtype="<i4")
+        index = access.rewrite_shard(self.store, KEY, self.codec, self.s, {(1, 2): new})
+        assert self.store.gets == [(KEY, None)]
+        assert self.store.sets == [KEY] and self.store.deletes == []
+        data = self.store.data[KEY]
+        assert index is not None
+        for c in self.codec.iter_inner(self.s.shape):
+            if c != (1, 2):
+                assert self.stored(data, index, c) == self.stored(self.old, self.old_index, c)
+        expected = self.arr.copy()
+        expected[2:4, 4:6] = 77
+        np.testing.assert_array_equal(self.codec.decode(data, self.s), expected)
+
+    def test_untouched_chunks_are_never_decoded(self) -> None:
+        # Corrupt the stored bytes of an untouched inner chunk: a rewrite keeps them verbatim
+        # rather than decoding them (it cannot know, and must not re-encode them).
+        offset, _ = self.old_index.get((0, 0))  # type: ignore[misc]
+        bad = bytearray(self.old)
+        bad[offset + 2] ^= 0x10
+        self.store.data[KEY] = bytes(bad)
+        access.rewrite_shard(self.store, KEY, self.codec, self.s, {(1, 1): None})
+        data = self.store.data[KEY]
+        index = self.codec.read_index(data, self.s)
+        assert self.stored(data, index, (0, 0)) == self.stored(bytes(bad), self.old_index, (0, 0))
+
+    def test_none_and_fill_remove_chunks(self) -> None:
+        access.rewrite_shard(
+            self.store, KEY, self.codec, self.s,
+            {(0, 0): None, (0, 1): np.zeros((2, 2), dtype="<i4")},
+        )
+        data = self.store.data[KEY]
+        index = self.codec.read_index(data, self.s)
+        assert index.get((0, 0)) is None and index.get((0, 1)) is None
+        assert sum(1 for _ in index.present()) == 4
+        expected = self.arr.copy()
+        expected[0:2, 0:4] = 0
+        np.testing.assert_array_equal(self.codec.decode(data, self.s), expected)
+
+    def test_empty_shard_is_deleted(self) -> None:
+        updates = {c: None for c in self.codec.iter_inner(self.s.shape)}
+        assert access.rewrite_shard(self.store, KEY, self.codec, self.s, updates) is None
+        assert KEY not in self.store.data
+        assert self.store.deletes == [KEY] and self.store.sets == []
+
+    def test_full_rewrite_skips_the_read(self) -> None:
+        new = numbered((4, 6), "<i4") * 3
+        updates = {
+            c: new[c[0] * 2:c[0] * 2 + 2, c[1] * 2:c[1] * 2 + 2]
+            for c in self.codec.iter_inner(self.s.shape)
+        }
+        access.rewrite_shard(self.store, KEY, self.codec, self.s, updates)
+        assert self.store.gets == []
+        np.testing.assert_array_equal(self.codec.decode(self.store.data[KEY], self.s), new)
+
+    def test_new_shard(self) -> None:
+        store = CountingStore()
+        access.rewrite_shard(store, KEY, self.codec, self.s, {(1, 1): np.ones((2, 2), "<i4")})
+        expected = np.zeros((4, 6), "<i4")
+        expected[2:4, 2:4] = 1
+        np.testing.assert_array_equal(self.codec.decode(store.data[KEY], self.s), expected)
+
+    def test_returned_index_matches_the_stored_shard(self) -> None:
+        index = access.rewrite_shard(self.store, KEY, self.codec, self.s, {(0, 2): None})
+        stored = access.read_shard_index(self.store, KEY, self.codec, self.s)
+        assert index is not None and stored is not None
+        np.testing.assert_array_equal(index.offsets, stored.offsets)
+        np.testing.assert_array_equal(index.nbytes, stored.nbytes)
+
+    def test_corrupt_existing_shard_changes_nothing(self) -> None:
+        self.store.data[KEY] = self.old[:-1]
+        with pytest.raises(CorruptDataError) as err:
+            access.rewrite_shard(self.store, KEY, self.codec, self.s, {(0, 0): None})
+        assert err.value.key == KEY
+        assert self.store.sets == [] and self.store.deletes == []
+        assert self.store.data[KEY] == self.old[:-1]
+
+    @pytest.mark.parametrize("location", ["start", "end"])
+    def test_round_trip_with_partial_reads(self, location: str) -> None:
+        store = CountingStore()
+        codec = sharding([2, 3], codecs=[BYTES_LE, GZIP], index_location=location)
+        s = spec((4, 6), "<f4", fill=np.nan)
+        access.rewrite_shard(store, KEY, codec, s, {(1, 0): np.full((2, 3), 5, "<f4")})
+        index = access.read_shard_index(store, KEY, codec, s)
+        got = access.read_inner_chunks(store, KEY, codec, s, index, [(0, 0), (1, 0)])
+        assert got[(0, 0)] is None
+        np.testing.assert_array_equal(got[(1, 0)], np.full((2, 3), 5))
