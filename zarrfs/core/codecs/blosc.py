@@ -1,0 +1,150 @@
+"""The ``blosc`` codec (bytes -> bytes): the c-blosc (version 1 format) meta-compressor.
+
+Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/blosc/ (specs/v3/codecs/blosc.rst)
+Name: ``blosc``
+Example: ``{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 1,
+"shuffle": "shuffle", "typesize": 4, "blocksize": 0}}``
+
+Invariants:
+- ``cname`` is one of the compressors the installed c-blosc provides (``snappy`` is valid
+  metadata but refused with ``UnsupportedError`` when the build lacks it); ``clevel`` 0..9;
+  ``shuffle`` ``noshuffle``/``shuffle``/``bitshuffle``; ``blocksize`` >= 0 (0 = automatic,
+  absent means 0); ``typesize`` >= 1.
+- ``typesize`` may be absent (zarr-python reads such documents and fills it from the data
+  type). Decoding never needs it (the blosc header records it); encoding then uses 1, which
+  gives a valid stream (shuffling with a 1-byte stride is a no-op for byte shuffle), and
+  ``configuration()`` keeps it absent so the document is not rewritten.
+- ``decode`` reads the 16-byte header first and refuses, before decompressing anything, a
+  header that claims more than ``max_size`` bytes or more compressed bytes than the buffer
+  holds; the decompressed length must equal the header's claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numcodecs.blosc
+
+from zarrfs.core.codecs._bounded import check_claimed_size, encoded_size_bound
+from zarrfs.core.codecs._config import choice_field, int_field, refuse_unknown_keys
+from zarrfs.core.codecs.base import BytesBytesCodec, register_codec
+from zarrfs.core.errors import CorruptDataError, UnsupportedError
+
+CNAMES = ("blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd")
+SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+HEADER_SIZE = 16
+_MEMCPYED = 0x02  # header flag: the payload is stored uncompressed
+
+
+def available_cnames() -> tuple[str, ...]:
+    """The blosc compressors the installed c-blosc library provides."""
+    return tuple(numcodecs.blosc.list_compressors())
+
+
+class BloscHeader:
+    """The fields of a c-blosc version 1 format header (16 bytes, little endian)."""
+
+    __slots__ = ("version", "flags", "typesize", "nbytes", "blocksize", "cbytes")
+
+    def __init__(self, data: bytes | memoryview) -> None:
+        if len(data) < HEADER_SIZE:
+            raise CorruptDataError(
+                f"blosc: stream of {len(data)} bytes is shorter than the {HEADER_SIZE}-byte header"
+            )
+        head = bytes(data[:HEADER_SIZE])
+        self.version = head[0]
+        self.flags = head[2]
+        self.typesize = head[3]
+        self.nbytes = int.from_bytes(head[4:8], "little")
+        self.blocksize = int.from_bytes(head[8:12], "little")
+        self.cbytes = int.from_bytes(head[12:16], "little")
+
+
+class BloscCodec(BytesBytesCodec):
+    """Blosc compression; see the module docstring for the configuration."""
+
+    name = "blosc"
+
+    def __init__(
+        self,
+        cname: str,
+        clevel: int,
+        shuffle: str,
+        typesize: int | None = None,
+        blocksize: int = 0,
+    ) -> None:
+        conf: dict[str, Any] = {"cname": cname, "clevel": clevel, "shuffle": shuffle}
+        conf["blocksize"] = blocksize
+        if typesize is not None:
+            conf["typesize"] = typesize
+        self.cname, self.clevel, self.shuffle, self.typesize, self.blocksize = _parse(conf)
+        self._compressor = numcodecs.blosc.Blosc(
+            cname=self.cname,
+            clevel=self.clevel,
+            shuffle=SHUFFLES[self.shuffle],
+            blocksize=self.blocksize,
+            typesize=self.typesize or 1,
+        )
+
+    @classmethod
+    def from_config(cls, configuration: Mapping[str, Any]) -> BloscCodec:
+        return cls(*_parse(configuration))
+
+    def configuration(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {"cname": self.cname, "clevel": self.clevel, "shuffle": self.shuffle}
+        if self.typesize is not None:
+            conf["typesize"] = self.typesize
+        conf["blocksize"] = self.blocksize
+        return conf
+
+    def encode(self, data: bytes | memoryview) -> bytes:
+        return bytes(self._compressor.encode(data))
+
+    def decode(self, data: bytes | memoryview, max_size: int) -> bytes:
+        header = BloscHeader(data)
+        check_claimed_size("blosc", header.nbytes, max_size)
+        if header.cbytes < HEADER_SIZE or header.cbytes > len(data):
+            raise CorruptDataError(
+                f"blosc: header claims {header.cbytes} compressed bytes, the stream has {len(data)}"
+            )
+        if header.flags & _MEMCPYED and header.cbytes != HEADER_SIZE + header.nbytes:
+            raise CorruptDataError(
+                f"blosc: uncompressed payload of {header.cbytes - HEADER_SIZE} bytes, "
+                f"header claims {header.nbytes}"
+            )
+        if header.nbytes == 0:
+            return b""
+        try:
+            out = numcodecs.blosc.decompress(data)
+        except (RuntimeError, ValueError) as exc:
+            raise CorruptDataError(f"blosc: {exc}") from None
+        if len(out) != header.nbytes:
+            raise CorruptDataError(
+                f"blosc: decoded {len(out)} bytes, header claims {header.nbytes}"
+            )
+        return bytes(out)
+
+    def max_encoded_size(self, size: int) -> int:
+        return encoded_size_bound(size + HEADER_SIZE)
+
+
+def _parse(configuration: Mapping[str, Any]) -> tuple[str, int, str, int | None, int]:
+    name = BloscCodec.name
+    refuse_unknown_keys(name, configuration, ("cname", "clevel", "shuffle", "typesize", "blocksize"))
+    cname = choice_field(name, configuration, "cname", CNAMES)
+    if cname not in available_cnames():
+        raise UnsupportedError(
+            f"codec 'blosc': compressor {cname!r} is not available in this blosc build "
+            f"(available: {', '.join(available_cnames())})"
+        )
+    clevel = int_field(name, configuration, "clevel", low=0, high=9)
+    shuffle = choice_field(name, configuration, "shuffle", tuple(SHUFFLES))
+    typesize: int | None = None
+    if "typesize" in configuration:
+        typesize = int_field(name, configuration, "typesize", low=1)
+    blocksize = int_field(name, configuration, "blocksize", low=0, default=0)
+    return cname, clevel, shuffle, typesize, blocksize
+
+
+register_codec(BloscCodec)
