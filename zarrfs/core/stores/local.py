@@ -1,0 +1,412 @@
+"""Local directory store: one file per key under a root directory.
+
+Spec: Zarr v3 "File system store" (store-filesystem.rst) and v3 core "Stores". A key ``a/b/c``
+is the file ``<root>/a/b/c``; listing maps files back to keys.
+
+Invariants:
+- Containment. Every key passes ``check_key``. Paths are never resolved as strings: each
+  operation opens the root, then walks the key one component at a time with ``openat`` and
+  ``O_NOFOLLOW | O_DIRECTORY`` relative to the previous directory descriptor, and touches the
+  final component relative to its parent's descriptor without following links. No symbolic
+  link inside the store is ever followed, so nothing outside the root can be read or written
+  through one (a key reached through a link raises ``StoreError``; links are never listed).
+- Atomic, durable ``set``: the bytes go to a temporary file in the key's own directory, which
+  is fsynced, renamed over the key (``rename`` is atomic) and then the directory is fsynced;
+  directories created on the way are fsynced into their parents. Readers see the old or the
+  new file, never a mix; a crash leaves the old or the new file plus, at worst, a temporary.
+- Temporary files are named ``.zarrfs-tmp-<random>``; no key may have a component starting
+  with that prefix and listings skip such names, so crash leftovers are never mistaken for keys.
+- ``delete`` unlinks the file, fsyncs its directory and removes directories left empty, up to
+  but not including the root. A ``set`` racing with that pruning retries its walk.
+- Ranged ``get`` reads only the requested bytes (``pread``). A missing file, a missing parent
+  or a directory at the key reads as None. Any other OS failure is a ``StoreError`` naming the
+  key.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from zarrfs.core.errors import ReadOnlyError, StoreError
+from zarrfs.core.stores.base import (
+    ByteRange,
+    RangeRequest,
+    Store,
+    SuffixRange,
+    check_key,
+    check_prefix,
+)
+
+#: names starting with this are scratch files of an unfinished ``set``; never keys
+TEMP_PREFIX = ".zarrfs-tmp-"
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+#: how often ``set`` re-walks its directory when a concurrent ``delete`` pruned it
+_SET_ATTEMPTS = 8
+
+
+def resolve_range(size: int, byte_range: RangeRequest) -> tuple[int, int]:
+    """``(start, length)`` of a range request on an object of ``size`` bytes, clipped."""
+    if byte_range is None:
+        return 0, size
+    if isinstance(byte_range, SuffixRange):
+        length = min(byte_range.length, size)
+        return size - length, length
+    if not isinstance(byte_range, ByteRange):
+        raise TypeError(f"not a range request: {byte_range!r}")
+    start = byte_range.start
+    if start >= size:
+        return start, 0
+    available = size - start
+    return start, available if byte_range.length is None else min(byte_range.length, available)
+
+
+def _pread_all(fd: int, length: int, offset: int) -> bytes:
+    """Up to ``length`` bytes at ``offset`` (fewer only at end of file)."""
+    if length <= 0:
+        return b""
+    first = os.pread(fd, length, offset)
+    if len(first) == length or not first:
+        return first
+    parts = [first]
+    got = len(first)
+    while got < length:
+        more = os.pread(fd, length - got, offset + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+class _SymlinkRefused(StoreError):
+    """A key component is a symbolic link (never followed)."""
+
+
+class LocalStore(Store):
+    """A directory on a local (or network) file system as a Zarr store."""
+
+    listable = True
+
+    def __init__(
+        self, root: str | os.PathLike[str], *, read_only: bool = False, create: bool = False
+    ) -> None:
+        path = os.path.abspath(os.fspath(root))
+        try:
+            if create and not read_only:
+                os.makedirs(path, exist_ok=True)
+            real = os.path.realpath(path)
+            st = os.stat(real)
+        except FileNotFoundError:
+            raise StoreError(f"store directory {path} does not exist") from None
+        except OSError as exc:
+            raise StoreError(f"cannot open store directory {path}: {exc.strerror}") from exc
+        if not stat.S_ISDIR(st.st_mode):
+            raise StoreError(f"store path {path} is not a directory")
+        #: the store root with every symbolic link resolved, fixed at construction
+        self.root = real
+        self.writable = not read_only
+        self.url = Path(real).as_uri()
+
+    def __repr__(self) -> str:
+        return f"LocalStore({self.root!r}, read_only={not self.writable})"
+
+    # -- path walking -----------------------------------------------------------------------
+
+    def _error(self, key: str, exc: OSError) -> StoreError:
+        return StoreError(f"{self.url}: {key!r}: {exc.strerror or exc}")
+
+    def _parts(self, key: str) -> list[str]:
+        parts = check_key(key).split("/")
+        if any(part.startswith(TEMP_PREFIX) for part in parts):
+            raise StoreError(f"invalid store key {key!r}: {TEMP_PREFIX!r} names are reserved")
+        return parts
+
+    def _prefix_parts(self, prefix: str) -> list[str]:
+        check_prefix(prefix)
+        prefix = prefix.rstrip("/")
+        return prefix.split("/") if prefix else []
+
+    def _refuse_link(self, key: str, name: str) -> _SymlinkRefused:
+        return _SymlinkRefused(
+            f"{self.url}: {key!r}: {name!r} is a symbolic link; links are not followed"
+        )
+
+    def _open_child_dir(self, dir_fd: int, name: str, key: str, create: bool) -> int | None:
+        """Descriptor of directory ``name`` in ``dir_fd`` (created if asked), or None."""
+        for _ in range(_SET_ATTEMPTS):
+            try:
+                return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            except FileNotFoundError:
+                if not create:
+                    return None
+                try:
+                    os.mkdir(name, 0o777, dir_fd=dir_fd)
+                except FileExistsError:
+                    continue
+                os.fsync(dir_fd)  # the new directory's entry is durable in its parent
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                    raise
+                try:
+                    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    raise self._refuse_link(key, name) from None
+                if create:
+                    raise StoreError(
+                        f"{self.url}: {key!r}: {name!r} exists and is not a directory"
+                    ) from None
+                return None
+        raise StoreError(f"{self.url}: {key!r}: directory {name!r} keeps changing")
+
+    def _open_dirs(self, parts: Sequence[str], key: str, *, create: bool) -> list[int] | None:
+        """Descriptors of the root and each directory in ``parts`` (caller closes them all);
+        None if one is missing (and ``create`` is false)."""
+        fds = [os.open(self.root, _DIR_FLAGS)]
+        try:
+            for name in parts:
+                fd = self._open_child_dir(fds[-1], name, key, create)
+                if fd is None:
+                    _close_all(fds)
+                    return None
+                fds.append(fd)
+        except BaseException:
+            _close_all(fds)
+            raise
+        return fds
+
+    def _open_dir(self, parts: Sequence[str], key: str, *, create: bool) -> int | None:
+        """Descriptor of the directory ``parts`` (closing the ones on the way), or None."""
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for name in parts:
+                child = self._open_child_dir(fd, name, key, create)
+                os.close(fd)
+                fd = -1
+                if child is None:
+                    return None
+                fd = child
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
+        return fd
+
+    def _lstat(self, key: str) -> os.stat_result | None:
+        """``lstat`` of the key's file, None if missing or a directory; refuses links."""
+        parts = self._parts(key)
+        dir_fd = self._open_dir(parts[:-1], key, create=False)
+        if dir_fd is None:
+            return None
+        try:
+            st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        finally:
+            os.close(dir_fd)
+        if stat.S_ISLNK(st.st_mode):
+            raise self._refuse_link(key, parts[-1])
+        if stat.S_ISDIR(st.st_mode):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"{self.url}: {key!r} is not a regular file")
+        return st
+
+    # -- readable ---------------------------------------------------------------------------
+
+    def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
+        parts = self._parts(key)
+        try:
+            dir_fd = self._open_dir(parts[:-1], key, create=False)
+            if dir_fd is None:
+                return None
+            try:
+                fd = os.open(parts[-1], _READ_FLAGS, dir_fd=dir_fd)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise self._refuse_link(key, parts[-1]) from None
+                raise
+            finally:
+                os.close(dir_fd)
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISDIR(st.st_mode):
+                    return None
+                if not stat.S_ISREG(st.st_mode):
+                    raise StoreError(f"{self.url}: {key!r} is not a regular file")
+                start, length = resolve_range(st.st_size, byte_range)
+                return _pread_all(fd, length, start)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+
+    def size(self, key: str) -> int | None:
+        try:
+            st = self._lstat(key)
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+        return None if st is None else st.st_size
+
+    def version(self, key: str) -> str | None:
+        try:
+            st = self._lstat(key)
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+        return None if st is None else f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+
+    # -- writeable --------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise ReadOnlyError(f"store {self.url} is read-only")
+
+    def set(self, key: str, data: bytes) -> None:
+        self._check_writable()
+        parts = self._parts(key)
+        view = memoryview(data).cast("B")
+        try:
+            for _ in range(_SET_ATTEMPTS):
+                dir_fd = self._open_dir(parts[:-1], key, create=True)
+                if dir_fd is None:  # pragma: no cover - create=True never gives None
+                    raise StoreError(f"{self.url}: {key!r}: cannot create its directory")
+                try:
+                    _replace_file(dir_fd, parts[-1], view)
+                    return
+                except FileNotFoundError:
+                    continue  # a concurrent delete pruned the directory: walk again
+                finally:
+                    os.close(dir_fd)
+        except IsADirectoryError:
+            raise StoreError(f"{self.url}: {key!r} is a directory") from None
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+        raise StoreError(f"{self.url}: {key!r}: its directory keeps disappearing")
+
+    def delete(self, key: str) -> None:
+        self._check_writable()
+        parts = self._parts(key)
+        try:
+            fds = self._open_dirs(parts[:-1], key, create=False)
+            if fds is None:
+                return
+            try:
+                try:
+                    os.unlink(parts[-1], dir_fd=fds[-1])
+                except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                    return  # missing, or a prefix rather than a key
+                except PermissionError:
+                    st = os.stat(parts[-1], dir_fd=fds[-1], follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode):
+                        return
+                    raise
+                os.fsync(fds[-1])
+                _prune_empty(fds, parts)
+            finally:
+                _close_all(fds)
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+
+    # -- listable ---------------------------------------------------------------------------
+
+    def _scan(self, dir_fd: int) -> tuple[list[str], list[str]]:
+        files: list[str] = []
+        dirs: list[str] = []
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.startswith(TEMP_PREFIX) or "\\" in name:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    dirs.append(name)
+                elif entry.is_file(follow_symlinks=False):
+                    files.append(name)
+        files.sort()
+        dirs.sort()
+        return files, dirs
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        parts = self._prefix_parts(prefix)
+        if any(part.startswith(TEMP_PREFIX) for part in parts):
+            return [], []
+        try:
+            dir_fd = self._open_dir(parts, prefix, create=False)
+            if dir_fd is None:
+                return [], []
+            try:
+                return self._scan(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            raise self._error(prefix, exc) from exc
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        start = self._prefix_parts(prefix)
+        first = self.list_dir(prefix)  # errors on the prefix itself surface here, eagerly
+        return self._walk(start, first)
+
+    def _walk(self, start: list[str], first: tuple[list[str], list[str]]) -> Iterator[str]:
+        pending: list[tuple[list[str], tuple[list[str], list[str]] | None]] = [(start, first)]
+        while pending:
+            parts, listing = pending.pop()
+            if listing is None:
+                try:
+                    listing = self.list_dir("/".join(parts))
+                except _SymlinkRefused:
+                    continue  # replaced by a link since its parent was listed
+            files, dirs = listing
+            base = "/".join(parts)
+            for name in files:
+                yield f"{base}/{name}" if base else name
+            pending.extend(([*parts, name], None) for name in reversed(dirs))
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
+def _replace_file(dir_fd: int, name: str, data: memoryview) -> None:
+    """Atomically and durably make ``name`` in ``dir_fd`` hold ``data``."""
+    temp = TEMP_PREFIX + secrets.token_hex(8)
+    fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=dir_fd)
+    try:
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(temp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    os.fsync(dir_fd)
+
+
+def _prune_empty(fds: list[int], parts: list[str]) -> None:
+    """Remove the now-empty directories of ``parts[:-1]``, deepest first, never the root.
+
+    ``fds[i]`` is the descriptor of the directory holding ``parts[i]``.
+    """
+    for i in range(len(parts) - 2, -1, -1):
+        try:
+            os.rmdir(parts[i], dir_fd=fds[i])
+        except OSError:
+            return  # not empty (or changed meanwhile): stop here
+        os.fsync(fds[i])
