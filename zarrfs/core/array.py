@@ -1,0 +1,696 @@
+"""ZarrArray: an array seen as one flat C-order file of decoded bytes.
+
+The one facade the views use. It reads and writes any byte range of the decoded array (and of
+each chunk, seen as a file of the full chunk shape), in a chosen byte order, through the array's
+codec chain. The write-path protocol is documented in ``docs/write-path.md``.
+
+Units. Data moves in *units*: the chunks of the regular grid, or — when the codec chain is a
+plain ``sharding_indexed`` codec (no other codec before or after it, so inner chunks can be
+fetched by byte range) — the inner chunks of the shards. Units live on a grid over the
+*extended* array (the shape rounded up to whole chunks), so edge chunks keep their full shape
+and ``chunks/`` files can show the part beyond the array edge.
+
+Invariants:
+- a clean unit array (cache, in-flight load) is never mutated; a dirty unit is mutated only
+  under its stripe lock while it is in ``_dirty`` and not frozen by a flush in progress;
+- readers copy from a dirty unit under its stripe lock, so they see each write whole or not at all;
+- a load that overlapped a flush commit is not cached (``_epoch``), so caches never go stale
+  through our own writes;
+- a missing unit reads as the fill value without any decoding; a unit that fails to load raises
+  (``CorruptDataError``/``StoreError``) and is never replaced by the fill value;
+- ``write`` loads every partially covered unit before it changes anything, so a write that needs
+  a unit that fails to load changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from zarrfs.core.cache import LRUCache
+from zarrfs.core.codecs.base import ChunkSpec
+from zarrfs.core.errors import (
+    CorruptDataError,
+    InvalidWriteError,
+    ReadOnlyError,
+    StoreError,
+    ZarrFSError,
+)
+from zarrfs.core.grid import RegularGrid
+from zarrfs.core.layout import Box, box_pieces, element_range, flat_to_boxes
+from zarrfs.core.metadata.model import ArrayMetadata
+from zarrfs.core.stats import Stats
+from zarrfs.core.stores.base import Store
+
+log = logging.getLogger(__name__)
+
+Coords = tuple[int, ...]
+
+#: cache value for a unit (or shard) that is not in the store
+_MISSING = np.zeros(0, dtype=np.uint8)
+_NSTRIPES = 64
+
+
+def _byte_order_char(byte_order: str) -> str:
+    try:
+        return {"little": "<", "big": ">", "native": "="}[byte_order]
+    except KeyError:
+        raise ValueError(f"byte order must be little, big or native, not {byte_order!r}") from None
+
+
+@dataclass
+class Engine:
+    """What all arrays of one mount share: caches, worker threads, counters, limits."""
+
+    cache_size: int = 512 << 20
+    threads: int = 8
+    prefetch_bytes: int = 64 << 20
+    dirty_limit: int = 256 << 20
+    read_only: bool = False
+    chunk_cache: LRUCache[Any, Any] = field(init=False)
+    index_cache: LRUCache[Any, Any] = field(init=False)
+    executor: ThreadPoolExecutor = field(init=False)
+    stats: Stats = field(default_factory=Stats)
+
+    def __post_init__(self) -> None:
+        self.chunk_cache = LRUCache(self.cache_size)
+        self.index_cache = LRUCache(max(1 << 20, self.cache_size // 16))
+        self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix="zarrfs-io")
+        self._uid_lock = threading.Lock()
+        self._next_uid = 0
+
+    def new_uid(self) -> int:
+        with self._uid_lock:
+            self._next_uid += 1
+            return self._next_uid
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+class ZarrArray:
+    """Byte-range reads and writes of one array. Thread-safe."""
+
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        metadata: ArrayMetadata,
+        engine: Engine | None = None,
+        save_metadata: Callable[[ArrayMetadata], None] | None = None,
+    ) -> None:
+        from zarrfs.core.codecs.sharding import ShardingCodec
+
+        self.store = store
+        self.path = path
+        self.metadata = metadata
+        self.engine = engine or Engine()
+        self._save_metadata = save_metadata
+        self.uid = self.engine.new_uid()
+        self.dtype: np.dtype[Any] = metadata.data_type.dtype
+        self.itemsize = self.dtype.itemsize
+        chain = metadata.codecs
+        codec = chain.array_bytes
+        self._chunk_spec = metadata.chunk_spec()
+        self._sharding: ShardingCodec | None = None
+        if isinstance(codec, ShardingCodec) and not chain.array_array and not chain.bytes_bytes:
+            self._sharding = codec
+            self._per_shard = codec.chunks_per_shard(metadata.chunk_shape)
+            self._unit_spec = codec.inner_spec(self._chunk_spec)
+        else:
+            self._per_shard = tuple(1 for _ in metadata.chunk_shape)
+            self._unit_spec = self._chunk_spec
+        self._prepared = None if self._sharding else chain.prepare(self._chunk_spec)
+        self._set_shape(metadata.shape)
+        self._lock = threading.Lock()  # guards _dirty, _frozen, _inflight, _epoch
+        self._write_lock = threading.RLock()  # one writer or flush commit at a time
+        self._flush_lock = threading.Lock()
+        self._stripes = [threading.Lock() for _ in range(_NSTRIPES)]
+        self._dirty: dict[Coords, np.ndarray[Any, Any]] = {}
+        self._frozen: set[Coords] = set()
+        self._inflight: dict[Any, Future[dict[Coords, np.ndarray[Any, Any]]]] = {}
+        self._epoch = 0
+        self._dirty_since: float | None = None
+        self._last_end = -1
+        self._stored_bytes: int | None = None
+
+    # ------------------------------------------------------------------ geometry
+
+    def _set_shape(self, shape: tuple[int, ...]) -> None:
+        self.shape = tuple(shape)
+        self.grid = RegularGrid(self.shape, self.metadata.chunk_shape)
+        ext = tuple(n * c for n, c in zip(self.grid.grid_shape, self.metadata.chunk_shape))
+        self._unit_grid = RegularGrid(ext, self._unit_spec.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.shape) * self.itemsize
+
+    @property
+    def chunk_nbytes(self) -> int:
+        """Size of one ``chunks/`` file: the full (outer) chunk shape."""
+        return prod(self.metadata.chunk_shape) * self.itemsize
+
+    @property
+    def sharded(self) -> bool:
+        return self._sharding is not None
+
+    def chunk_key(self, coords: Coords) -> str:
+        key = self.metadata.chunk_key_encoding.encode(coords)
+        return f"{self.path}/{key}" if self.path else key
+
+    def _unit_location(self, unit: Coords) -> tuple[Coords, Coords]:
+        """(outer chunk coords, coords inside the shard) of a unit."""
+        shard = tuple(u // n for u, n in zip(unit, self._per_shard))
+        return shard, tuple(u % n for u, n in zip(unit, self._per_shard))
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, offset: int, size: int, byte_order: str = "little") -> bytes:
+        """Bytes ``[offset, offset+size)`` of the C-order decoded array (clipped at the end)."""
+        data = self._read_view((0,) * len(self.shape), self.shape, offset, size, byte_order)
+        if data and self.engine.prefetch_bytes:
+            self._maybe_prefetch(offset, len(data))
+        return data
+
+    def read_chunk(self, coords: Coords, offset: int, size: int, byte_order: str = "little") -> bytes:
+        """Bytes of chunk ``coords`` seen as a C-order file of the full chunk shape."""
+        self._check_chunk(coords)
+        origin = self.grid.chunk_origin(coords)
+        return self._read_view(origin, self.metadata.chunk_shape, offset, size, byte_order)
+
+    def _check_chunk(self, coords: Coords) -> None:
+        if not self.grid.contains(tuple(coords)):
+            raise InvalidWriteError(f"chunk {coords} is outside the grid {self.grid.grid_shape}")
+
+    def _view_boxes(
+        self, origin: Coords, shape: tuple[int, ...], e0: int, e1: int
+    ) -> list[Box]:
+        boxes = flat_to_boxes(shape, e0, e1)
+        if any(origin):
+            boxes = [
+                Box(
+                    tuple(a + o for a, o in zip(b.starts, origin)),
+                    tuple(a + o for a, o in zip(b.stops, origin)),
+                    b.flat_start,
+                )
+                for b in boxes
+            ]
+        return boxes
+
+    def _read_view(
+        self, origin: Coords, shape: tuple[int, ...], offset: int, size: int, byte_order: str
+    ) -> bytes:
+        total = prod(shape) * self.itemsize
+        if offset < 0 or size < 0:
+            raise InvalidWriteError("negative offset or size")
+        size = min(size, total - offset)
+        if size <= 0:
+            return b""
+        out_dtype = self.dtype.newbyteorder(_byte_order_char(byte_order))
+        e0, e1, skip = element_range(offset, size, self.itemsize)
+        out = np.empty(e1 - e0, dtype=out_dtype)
+        boxes = self._view_boxes(origin, shape, e0, e1)
+        plan = [(b, list(box_pieces(self._unit_grid, b))) for b in boxes]
+        units = self._get_units({p.coords for _, pieces in plan for p in pieces})
+        fill = self._unit_spec.fill_value
+        for b, pieces in plan:
+            view = out[b.flat_start - e0 : b.flat_start - e0 + b.size].reshape(b.shape)
+            for p in pieces:
+                src, dirty = units[p.coords]
+                if src is _MISSING:
+                    view[p.box_sel] = fill
+                elif dirty:
+                    with self._stripe(p.coords):
+                        view[p.box_sel] = src[p.chunk_sel]
+                else:
+                    view[p.box_sel] = src[p.chunk_sel]
+        self.engine.stats.add(self.path, "bytes_served", size)
+        raw = out.view(np.uint8)
+        return raw[skip : skip + size].tobytes()
+
+    def _stripe(self, unit: Coords) -> threading.Lock:
+        return self._stripes[hash(unit) % _NSTRIPES]
+
+    def _get_units(self, coords: Iterable[Coords]) -> dict[Coords, tuple[Any, bool]]:
+        """Every requested unit as (array or _MISSING, is_dirty); loads what is not cached."""
+        result: dict[Coords, tuple[Any, bool]] = {}
+        need: list[Coords] = []
+        cache = self.engine.chunk_cache
+        with self._lock:
+            for c in coords:
+                d = self._dirty.get(c)
+                if d is not None:
+                    result[c] = (d, c not in self._frozen)
+        for c in coords:
+            if c in result:
+                continue
+            hit = cache.get((self.uid, c))
+            if hit is not None:
+                result[c] = (hit, False)
+            else:
+                need.append(c)
+        self.engine.stats.add(self.path, "cache_hits", len(result))
+        if need:
+            self.engine.stats.add(self.path, "cache_misses", len(need))
+            for c, arr in self._load(need).items():
+                result[c] = (arr, False)
+        return result
+
+    def _work_items(self, units: Sequence[Coords]) -> dict[Any, list[Coords]]:
+        """Group units into load jobs: one per chunk, or one per shard for sharded arrays."""
+        if self._sharding is None:
+            return {u: [u] for u in units}
+        jobs: dict[Any, list[Coords]] = {}
+        for u in units:
+            jobs.setdefault(("shard", self._unit_location(u)[0]), []).append(u)
+        return jobs
+
+    def _load(self, units: Sequence[Coords]) -> dict[Coords, Any]:
+        """Load units from the store concurrently (joining loads already in flight)."""
+        jobs = self._work_items(units)
+        waits: list[Future[dict[Coords, Any]]] = []
+        mine: list[tuple[Any, list[Coords], Future[dict[Coords, Any]]]] = []
+        with self._lock:
+            for job, us in jobs.items():
+                fut = self._inflight.get(job)
+                if fut is not None and not (set(us) - set(fut.units)):  # type: ignore[attr-defined]
+                    waits.append(fut)
+                else:
+                    fut = Future()
+                    fut.units = us  # type: ignore[attr-defined]
+                    self._inflight[job] = fut
+                    mine.append((job, us, fut))
+        # run all but one of our jobs in worker threads, the last one here
+        submitted = [
+            self.engine.executor.submit(self._run_job, job, us, fut) for job, us, fut in mine[1:]
+        ]
+        if mine:
+            self._run_job(*mine[0])
+        for s in submitted:
+            s.result()
+        out: dict[Coords, Any] = {}
+        for _, _, fut in mine:
+            out.update(fut.result())
+        for fut in waits:
+            out.update(fut.result())
+        return {u: out[u] for u in units}
+
+    def _run_job(self, job: Any, units: list[Coords], fut: Future[dict[Coords, Any]]) -> None:
+        try:
+            with self._lock:
+                epoch = self._epoch
+            res = self._load_job(units)
+            with self._lock:
+                cacheable = epoch == self._epoch
+            if cacheable:
+                for u, arr in res.items():
+                    self.engine.chunk_cache.put((self.uid, u), arr)
+            fut.set_result(res)
+        except BaseException as exc:
+            fut.set_exception(exc)
+        finally:
+            with self._lock:
+                if self._inflight.get(job) is fut:
+                    del self._inflight[job]
+
+    def _load_job(self, units: list[Coords]) -> dict[Coords, Any]:
+        stats = self.engine.stats
+        if self._sharding is None:
+            (u,) = units
+            key = self.chunk_key(u)
+            data = self._store_get(key)
+            if data is None:
+                return {u: _MISSING}
+            stats.add(self.path, "bytes_fetched", len(data))
+            assert self._prepared is not None
+            try:
+                arr = self._prepared.decode(data)
+            except CorruptDataError as exc:
+                raise CorruptDataError(str(exc), key=key) from None
+            stats.add(self.path, "chunks_decoded")
+            return {u: arr}
+        from zarrfs.core.sharding.access import read_inner_chunks
+
+        shard, _ = self._unit_location(units[0])
+        key = self.chunk_key(shard)
+        index = self._shard_index(shard)
+        if index is None:
+            return {u: _MISSING for u in units}
+        local = {self._unit_location(u)[1]: u for u in units}
+        try:
+            got = read_inner_chunks(
+                self.store, key, self._sharding, self._chunk_spec, index, list(local)
+            )
+        except (CorruptDataError, StoreError):
+            self.engine.index_cache.pop((self.uid, shard))
+            raise
+        stats.add(self.path, "chunks_decoded", sum(1 for v in got.values() if v is not None))
+        return {local[c]: (_MISSING if arr is None else arr) for c, arr in got.items()}
+
+    def _shard_index(self, shard: Coords) -> Any:
+        from zarrfs.core.sharding.access import read_shard_index
+
+        assert self._sharding is not None
+        hit = self.engine.index_cache.get((self.uid, shard))
+        if hit is not None:
+            return None if hit is _MISSING else hit
+        with self._lock:
+            epoch = self._epoch
+        key = self.chunk_key(shard)
+        index = read_shard_index(self.store, key, self._sharding, self._chunk_spec)
+        with self._lock:
+            if epoch == self._epoch:
+                value = _MISSING if index is None else index
+                self.engine.index_cache.put((self.uid, shard), value)
+        return index
+
+    def _store_get(self, key: str) -> bytes | None:
+        try:
+            return self.store.get(key)
+        except StoreError as exc:
+            if key in str(exc):
+                raise
+            raise type(exc)(f"{key}: {exc}") from exc
+
+    def _maybe_prefetch(self, offset: int, size: int) -> None:
+        """On sequential reads, start loading the units the next bytes will need."""
+        sequential = offset == self._last_end
+        self._last_end = offset + size
+        if not sequential:
+            return
+        start = offset + size
+        window = min(self.engine.prefetch_bytes, self.nbytes - start)
+        if window <= 0:
+            return
+        e0, e1, _ = element_range(start, window, self.itemsize)
+        wanted: list[Coords] = []
+        seen: set[Coords] = set()
+        for b in flat_to_boxes(self.shape, e0, e1):
+            for p in box_pieces(self._unit_grid, b):
+                if p.coords not in seen:
+                    seen.add(p.coords)
+                    wanted.append(p.coords)
+        cache = self.engine.chunk_cache
+        todo = [u for u in wanted if u not in self._dirty and cache.get((self.uid, u)) is None]
+        for job, us in self._work_items(todo).items():
+            with self._lock:
+                if job in self._inflight:
+                    continue
+                fut: Future[dict[Coords, Any]] = Future()
+                fut.units = us  # type: ignore[attr-defined]
+                self._inflight[job] = fut
+            self.engine.executor.submit(self._prefetch_job, job, us, fut)
+
+    def _prefetch_job(self, job: Any, units: list[Coords], fut: Future[dict[Coords, Any]]) -> None:
+        self._run_job(job, units, fut)
+        exc = fut.exception()
+        if exc is not None:
+            log.debug("prefetch of %s failed: %s", self.path, exc)
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, offset: int, data: bytes, byte_order: str = "little") -> None:
+        """Write bytes at ``offset`` of the C-order decoded array (buffered until ``flush``)."""
+        if offset < 0 or offset + len(data) > self.nbytes:
+            raise InvalidWriteError(
+                f"write of {len(data)} bytes at {offset} is outside the array ({self.nbytes} bytes)"
+            )
+        self._write_view((0,) * len(self.shape), self.shape, offset, data, byte_order)
+
+    def write_chunk(self, coords: Coords, offset: int, data: bytes, byte_order: str = "little") -> None:
+        """Write into chunk ``coords`` seen as a C-order file of the full chunk shape."""
+        self._check_chunk(coords)
+        if offset < 0 or offset + len(data) > self.chunk_nbytes:
+            raise InvalidWriteError("write outside the chunk")
+        origin = self.grid.chunk_origin(coords)
+        self._write_view(origin, self.metadata.chunk_shape, offset, data, byte_order)
+
+    def _write_view(
+        self, origin: Coords, shape: tuple[int, ...], offset: int, data: bytes, byte_order: str
+    ) -> None:
+        if self.engine.read_only or not self.store.writable:
+            raise ReadOnlyError(f"{self.path or '/'}: read-only")
+        if not data:
+            return
+        in_dtype = self.dtype.newbyteorder(_byte_order_char(byte_order))
+        isz = self.itemsize
+        e0, e1, skip = element_range(offset, len(data), isz)
+        with self._write_lock:
+            if skip or (offset + len(data)) % isz:
+                # partial elements at the edges: merge with the current bytes
+                buf = bytearray(
+                    self._read_view(origin, shape, e0 * isz, (e1 - e0) * isz, byte_order)
+                )
+                buf[skip : skip + len(data)] = data
+                data = bytes(buf)
+            src = np.frombuffer(data, dtype=in_dtype)
+            boxes = self._view_boxes(origin, shape, e0, e1)
+            plan = [(b, list(box_pieces(self._unit_grid, b))) for b in boxes]
+            # phase 1: load every partially covered unit that is not dirty (may fail: no change)
+            partial = set()
+            for _, pieces in plan:
+                for p in pieces:
+                    if not self._covers_unit(p.coords, p.chunk_sel):
+                        partial.add(p.coords)
+            with self._lock:
+                partial -= {c for c in partial if c in self._dirty}
+            bases = self._get_units(partial) if partial else {}
+            # phase 2: apply
+            added = 0
+            for b, pieces in plan:
+                sbox = src[b.flat_start - e0 : b.flat_start - e0 + b.size].reshape(b.shape)
+                for p in pieces:
+                    covers = self._covers_unit(p.coords, p.chunk_sel)
+                    added += self._apply(p.coords, p.chunk_sel, sbox[p.box_sel], bases, covers)
+            with self._lock:
+                self._stored_bytes = None
+        self.engine.stats.add(self.path, "bytes_written", len(data))
+        if added and self._dirty_bytes() > self.engine.dirty_limit:
+            self.flush()
+
+    def _covers_unit(self, unit: Coords, sel: tuple[slice, ...]) -> bool:
+        """True if ``sel`` covers the whole unit (then its old content is not needed)."""
+        return all(s.start == 0 and s.stop == n for s, n in zip(sel, self._unit_spec.shape))
+
+    def _apply(
+        self,
+        unit: Coords,
+        sel: tuple[slice, ...],
+        values: np.ndarray[Any, Any],
+        bases: dict[Coords, tuple[Any, bool]],
+        covers: bool,
+    ) -> int:
+        """Copy ``values`` into the dirty copy of ``unit``; returns bytes newly made dirty."""
+        if not covers and unit not in bases:
+            # it was dirty in phase 1; if a flush has cleaned it since, load the stored bytes
+            with self._lock:
+                clean = unit not in self._dirty
+            if clean:
+                bases = self._get_units([unit])
+        with self._stripe(unit):
+            with self._lock:
+                arr = self._dirty.get(unit)
+                frozen = unit in self._frozen
+            added = 0
+            if arr is None or frozen:
+                if arr is not None:
+                    arr = arr.copy()
+                else:
+                    base = _MISSING if covers else bases.get(unit, (_MISSING, False))[0]
+                    arr = self._unit_spec.fill_array() if base is _MISSING else base.copy()
+                    added = arr.nbytes
+                with self._lock:
+                    if not self._dirty:
+                        self._dirty_since = time.monotonic()
+                    self._dirty[unit] = arr
+                    self._frozen.discard(unit)
+            arr[sel] = values
+        return added
+
+    def _dirty_bytes(self) -> int:
+        with self._lock:
+            return sum(a.nbytes for a in self._dirty.values())
+
+    @property
+    def dirty(self) -> bool:
+        with self._lock:
+            return bool(self._dirty)
+
+    def dirty_age(self) -> float:
+        """Seconds since the oldest unflushed write (0 when clean)."""
+        with self._lock:
+            return 0.0 if self._dirty_since is None else time.monotonic() - self._dirty_since
+
+    def flush(self) -> None:
+        """Encode and store every dirty unit; on return they are in the store (or it raised)."""
+        with self._flush_lock:
+            with self._write_lock, self._lock:
+                snapshot = dict(self._dirty)
+                self._frozen.update(snapshot)
+            if not snapshot:
+                return
+            if self._sharding is None:
+                jobs = [(u, {u: arr}) for u, arr in snapshot.items()]
+                run = self._flush_chunk
+            else:
+                groups: dict[Coords, dict[Coords, Any]] = {}
+                for u, arr in snapshot.items():
+                    groups.setdefault(self._unit_location(u)[0], {})[u] = arr
+                jobs = list(groups.items())
+                run = self._flush_shard
+            futures = [self.engine.executor.submit(run, key, units) for key, units in jobs[1:]]
+            errors: list[BaseException] = []
+            for key, units in jobs[:1]:
+                try:
+                    run(key, units)
+                except BaseException as exc:
+                    errors.append(exc)
+            for f in futures:
+                exc = f.exception()
+                if exc is not None:
+                    errors.append(exc)
+            if errors:
+                with self._lock:
+                    self._frozen.difference_update(snapshot)
+                raise errors[0]
+
+    def _commit(self, written: dict[Coords, Any]) -> None:
+        """Mark units clean after their bytes reached the store."""
+        cache = self.engine.chunk_cache
+        with self._lock:
+            self._epoch += 1
+            for u, arr in written.items():
+                if self._dirty.get(u) is arr:
+                    del self._dirty[u]
+                    self._frozen.discard(u)
+                    cache.put((self.uid, u), arr)
+                else:
+                    cache.pop((self.uid, u))
+            if not self._dirty:
+                self._dirty_since = None
+            self._stored_bytes = None
+
+    def _flush_chunk(self, unit: Coords, units: dict[Coords, Any]) -> None:
+        arr = units[unit]
+        key = self.chunk_key(unit)
+        spec = self._chunk_spec
+        assert self._prepared is not None
+        if spec.is_fill(arr):
+            self.store.delete(key)
+        else:
+            data = self._prepared.encode(arr)
+            if data is None:
+                self.store.delete(key)
+            else:
+                self.store.set(key, data)
+                self.engine.stats.add(self.path, "bytes_stored", len(data))
+        self._commit(units)
+
+    def _flush_shard(self, shard: Coords, units: dict[Coords, Any]) -> None:
+        from zarrfs.core.sharding.access import rewrite_shard
+
+        assert self._sharding is not None
+        key = self.chunk_key(shard)
+        updates = {self._unit_location(u)[1]: arr for u, arr in units.items()}
+        try:
+            rewrite_shard(self.store, key, self._sharding, self._chunk_spec, updates)
+        finally:
+            self.engine.index_cache.pop((self.uid, shard))
+        self._commit(units)
+
+    # ------------------------------------------------------------------ resizing
+
+    def resize(self, shape: tuple[int, ...]) -> None:
+        """Change the shape (axis 0 only through the views). Chunks wholly outside the new
+        shape are deleted; the part of an edge chunk beyond the edge is reset to the fill value
+        so that growing later shows fill values, never old data."""
+        if self.engine.read_only or not self.store.writable:
+            raise ReadOnlyError(f"{self.path or '/'}: read-only")
+        if len(shape) != len(self.shape) or any(s < 0 for s in shape):
+            raise InvalidWriteError(f"invalid new shape {shape}")
+        if self._save_metadata is None:
+            raise InvalidWriteError("this array cannot be resized")
+        self.flush()
+        old = self.grid
+        new = RegularGrid(tuple(shape), self.metadata.chunk_shape)
+        with self._write_lock:
+            # reset the parts of kept edge chunks that fall outside the smaller of the shapes
+            small = tuple(min(a, b) for a, b in zip(old.shape, new.shape))
+            small_grid = RegularGrid(small, self.metadata.chunk_shape)
+            for coords in small_grid.all_chunks():
+                if not (new.contains(coords) and old.contains(coords)):
+                    continue
+                ext = small_grid.chunk_extent(coords)
+                if ext == tuple(self.metadata.chunk_shape):
+                    continue
+                self._fill_outside(coords, ext)
+            self.flush()
+            for coords in old.all_chunks():
+                if not new.contains(coords):
+                    self.store.delete(self.chunk_key(coords))
+            self.metadata = self.metadata.with_shape(tuple(shape))
+            self._save_metadata(self.metadata)
+            self._set_shape(tuple(shape))
+            with self._lock:
+                self._epoch += 1
+                self._stored_bytes = None
+        self.engine.chunk_cache.invalidate(lambda k: k[0] == self.uid)
+        self.engine.index_cache.invalidate(lambda k: k[0] == self.uid)
+
+    def _fill_outside(self, coords: Coords, keep: tuple[int, ...]) -> None:
+        """Set the elements of chunk ``coords`` at or beyond ``keep`` (per axis) to fill."""
+        cshape = self.metadata.chunk_shape
+        if self.store.get(self.chunk_key(coords)) is None and not self._sharding:
+            return
+        full = self._read_view(self.grid.chunk_origin(coords), cshape, 0, self.chunk_nbytes, "native")
+        arr = np.frombuffer(full, dtype=self.dtype.newbyteorder("=")).reshape(cshape).copy()
+        mask = np.zeros(cshape, dtype=bool)
+        mask[tuple(slice(0, k) for k in keep)] = True
+        arr[~mask] = self._chunk_spec.fill_value
+        self._write_view(self.grid.chunk_origin(coords), cshape, 0, arr.tobytes(), "native")
+
+    # ------------------------------------------------------------------ misc
+
+    def stored_bytes(self) -> int | None:
+        """Bytes the array's chunks take in the store (None if the store cannot list)."""
+        if not self.store.listable:
+            return None
+        with self._lock:
+            if self._stored_bytes is not None:
+                return self._stored_bytes
+        prefix = f"{self.path}/" if self.path else ""
+        total = 0
+        try:
+            for key in self.store.list_prefix(prefix):
+                rest = key[len(prefix) :]
+                if rest in ("zarr.json", ".zarray", ".zattrs") or "/zarr.json" in rest:
+                    continue
+                total += self.store.size(key) or 0
+        except ZarrFSError:
+            return None
+        with self._lock:
+            self._stored_bytes = total
+        return total
+
+    def invalidate(self) -> None:
+        """Drop cached chunks and indexes (the store changed behind us)."""
+        with self._lock:
+            self._epoch += 1
+            self._stored_bytes = None
+        self.engine.chunk_cache.invalidate(lambda k: k[0] == self.uid)
+        self.engine.index_cache.invalidate(lambda k: k[0] == self.uid)
+
+    def chunk_spec(self) -> ChunkSpec:
+        return self._chunk_spec
+
+    def __repr__(self) -> str:
+        return f"ZarrArray({self.store.url}/{self.path}, shape={self.shape}, dtype={self.dtype})"

@@ -1,0 +1,295 @@
+"""Node discovery: groups and arrays of a store, by listing or by consolidated metadata.
+
+Spec: Zarr v3 core, "Hierarchy", "Node names", "Storage keys"; consolidated metadata as written
+by zarr-python (``consolidated_metadata`` inside a group's ``zarr.json``).
+
+A node path is ``""`` for the root or ``"a/b"``; its metadata document lives at a
+format-specific key (``a/b/zarr.json`` for v3). Format readers are tried in order, so the other
+formats (v2, v1, the v3 drafts) plug in through ``register_format``.
+
+Discovery rules:
+- on a listable store, the children of a group are the sub-prefixes that hold a node;
+- on a store that cannot list, they come from the nearest ancestor's consolidated metadata;
+- a child whose metadata is invalid or unreadable is skipped with one log line (the rest of
+  the tree still mounts) and reported through ``Hierarchy.problems``;
+- node metadata is cached with the store's version token of its document, so ``revalidate``
+  (close-to-open) costs one ``version`` request per node.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from zarrfs.core.array import Engine, ZarrArray
+from zarrfs.core.errors import MetadataError, NodeNotFound, StoreError, ZarrFSError
+from zarrfs.core.metadata.model import ArrayMetadata, GroupMetadata, check_node_name
+from zarrfs.core.stores.base import Store
+
+log = logging.getLogger(__name__)
+
+Metadata = ArrayMetadata | GroupMetadata
+
+
+@dataclass(frozen=True)
+class NodeFormat:
+    """How one Zarr format stores a node's metadata."""
+
+    name: str
+    #: key (relative to the node path) whose presence marks a node of this format
+    marker_keys: tuple[str, ...]
+    #: read and parse a node's metadata at ``path``; None if no node of this format is there
+    read: Callable[[Store, str], Metadata | None]
+    #: write ``metadata`` of the node at ``path``
+    write: Callable[[Store, str, Metadata], None]
+    #: keys (relative to the node path) holding this node's metadata documents
+    metadata_keys: Callable[[Metadata], tuple[str, ...]]
+
+
+def join(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+def _v3_read(store: Store, path: str) -> Metadata | None:
+    from zarrfs.core.metadata.v3 import parse_v3
+
+    raw = store.get(join(path, "zarr.json"))
+    if raw is None:
+        return None
+    return parse_v3(raw)
+
+
+def _v3_write(store: Store, path: str, metadata: Metadata) -> None:
+    store.set(join(path, "zarr.json"), metadata.to_bytes())
+
+
+FORMATS: list[NodeFormat] = [
+    NodeFormat("v3", ("zarr.json",), _v3_read, _v3_write, lambda m: ("zarr.json",)),
+]
+
+
+def register_format(fmt: NodeFormat) -> None:
+    """Add a node format (tried after those already registered)."""
+    FORMATS.append(fmt)
+
+
+@dataclass
+class Node:
+    path: str
+    metadata: Metadata
+    format: NodeFormat
+    #: version tokens of the metadata documents when read
+    token: tuple[Any, ...]
+
+    @property
+    def is_array(self) -> bool:
+        return isinstance(self.metadata, ArrayMetadata)
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+class Hierarchy:
+    """The nodes of one store, with cached metadata and open arrays. Thread-safe."""
+
+    def __init__(self, store: Store, engine: Engine | None = None) -> None:
+        self.store = store
+        self.engine = engine or Engine()
+        self._lock = threading.Lock()
+        self._nodes: dict[str, Node] = {}
+        self._arrays: dict[str, ZarrArray] = {}
+        self._consolidated: dict[str, Metadata] = {}
+        #: path -> reason, for nodes skipped because their metadata is invalid
+        self.problems: dict[str, str] = {}
+
+    # -------------------------------------------------------------- nodes
+
+    def _token(self, path: str, fmt: NodeFormat, metadata: Metadata) -> tuple[Any, ...]:
+        try:
+            return tuple(self.store.version(join(path, k)) for k in fmt.metadata_keys(metadata))
+        except ZarrFSError:
+            return ()
+
+    def node(self, path: str) -> Node:
+        """The node at ``path`` (cached). NodeNotFound if none; MetadataError if invalid."""
+        with self._lock:
+            hit = self._nodes.get(path)
+        if hit is not None:
+            return hit
+        node = self._read_node(path)
+        with self._lock:
+            self._nodes[path] = node
+        return node
+
+    def _read_node(self, path: str) -> Node:
+        for fmt in FORMATS:
+            metadata = fmt.read(self.store, path)
+            if metadata is not None:
+                return Node(path, metadata, fmt, self._token(path, fmt, metadata))
+        consolidated = self._consolidated.get(path)
+        if consolidated is not None:
+            return Node(path, consolidated, FORMATS[0], ())
+        raise NodeNotFound(f"no Zarr node at {path or '/'}")
+
+    def revalidate(self, path: str) -> bool:
+        """Close-to-open check: re-read the node's metadata if its documents changed.
+        Returns True if it changed (cached chunks of the array are then dropped)."""
+        with self._lock:
+            node = self._nodes.get(path)
+        if node is None or not node.token:
+            return False
+        if self._token(path, node.format, node.metadata) == node.token:
+            return False
+        with self._lock:
+            self._nodes.pop(path, None)
+            arr = self._arrays.pop(path, None)
+        if arr is not None:
+            arr.invalidate()
+        return True
+
+    def forget(self, path: str) -> None:
+        """Drop cached state of ``path`` and everything below it."""
+        with self._lock:
+            for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
+                self._nodes.pop(p, None)
+            for p in [p for p in self._arrays if p == path or p.startswith(path + "/") or not path]:
+                self._arrays.pop(p).invalidate()
+
+    def children(self, path: str) -> list[Node]:
+        """The child nodes of the group at ``path``, sorted by name; invalid ones skipped."""
+        names: list[str]
+        if self.store.listable:
+            prefix = f"{path}/" if path else ""
+            try:
+                _, names = self.store.list_dir(prefix)
+            except StoreError as exc:
+                log.warning("cannot list %s: %s", path or "/", exc)
+                names = []
+        else:
+            names = self._consolidated_children(path)
+        out: list[Node] = []
+        candidates = []
+        for name in names:
+            try:
+                check_node_name(name)
+            except MetadataError:
+                continue
+            candidates.append(join(path, name))
+        results = list(self.engine.executor.map(self._try_node, candidates))
+        for node in results:
+            if node is not None:
+                out.append(node)
+        return sorted(out, key=lambda n: n.name)
+
+    def _try_node(self, path: str) -> Node | None:
+        try:
+            return self.node(path)
+        except NodeNotFound:
+            return None
+        except ZarrFSError as exc:
+            with self._lock:
+                first = path not in self.problems
+                self.problems[path] = str(exc)
+            if first:
+                log.warning("skipping %s: %s", path, exc)
+            return None
+
+    def _consolidated_children(self, path: str) -> list[str]:
+        """Child names from consolidated metadata of ``path`` or an ancestor group."""
+        try:
+            node = self.node(path)
+        except ZarrFSError:
+            return []
+        meta = node.metadata
+        if isinstance(meta, GroupMetadata) and meta.consolidated:
+            for rel, child in meta.consolidated.items():
+                self._consolidated.setdefault(join(path, rel), child)
+        prefix = f"{path}/" if path else ""
+        names = set()
+        for p in list(self._consolidated):
+            if p.startswith(prefix) and p != path:
+                rest = p[len(prefix) :]
+                if rest and "/" not in rest:
+                    names.add(rest)
+        return sorted(names)
+
+    # -------------------------------------------------------------- arrays
+
+    def array(self, path: str) -> ZarrArray:
+        """The open array at ``path`` (one ZarrArray per path while its metadata is unchanged)."""
+        with self._lock:
+            arr = self._arrays.get(path)
+        if arr is not None:
+            return arr
+        node = self.node(path)
+        if not isinstance(node.metadata, ArrayMetadata):
+            raise NodeNotFound(f"{path or '/'} is a group, not an array")
+        fmt = node.format
+
+        def save(metadata: ArrayMetadata) -> None:
+            fmt.write(self.store, path, metadata)
+            with self._lock:
+                self._nodes[path] = Node(path, metadata, fmt, self._token(path, fmt, metadata))
+
+        arr = ZarrArray(self.store, path, node.metadata, self.engine, save_metadata=save)
+        with self._lock:
+            return self._arrays.setdefault(path, arr)
+
+    def save_metadata(self, path: str, metadata: Metadata, fmt: NodeFormat | None = None) -> None:
+        """Write a node's metadata (validated by the caller) and refresh the cache."""
+        if fmt is None:
+            try:
+                fmt = self.node(path).format
+            except ZarrFSError:
+                fmt = FORMATS[0]
+        fmt.write(self.store, path, metadata)
+        with self._lock:
+            self._nodes[path] = Node(path, metadata, fmt, self._token(path, fmt, metadata))
+            arr = self._arrays.get(path)
+        if arr is not None and isinstance(metadata, ArrayMetadata) and arr.metadata != metadata:
+            with self._lock:
+                self._arrays.pop(path, None)
+            arr.flush()
+            arr.invalidate()
+
+    def flush_all(self) -> None:
+        """Flush every open array; raise the first error after trying all."""
+        with self._lock:
+            arrays = list(self._arrays.values())
+        first: BaseException | None = None
+        for arr in arrays:
+            try:
+                arr.flush()
+            except ZarrFSError as exc:
+                log.error("flush of %s failed: %s", arr.path or "/", exc)
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def open_arrays(self) -> list[ZarrArray]:
+        with self._lock:
+            return list(self._arrays.values())
+
+
+def open_array(store: Store, path: str = "", engine: Engine | None = None) -> ZarrArray:
+    """Open the array at ``path`` of ``store``."""
+    return Hierarchy(store, engine).array(path)
+
+
+def create_array(
+    store: Store, path: str, document: dict[str, Any], engine: Engine | None = None
+) -> ZarrArray:
+    """Create an array from a v3 ``zarr.json`` document (validated) and open it."""
+    from zarrfs.core.metadata.v3 import array_metadata_v3
+
+    if path:
+        for part in path.split("/"):
+            check_node_name(part)
+    metadata = array_metadata_v3(document)
+    hierarchy = Hierarchy(store, engine)
+    hierarchy.save_metadata(path, metadata, FORMATS[0])
+    return hierarchy.array(path)

@@ -1,0 +1,28 @@
+"""Thread-safe counters for ``/.zarrfs/stats.json`` (global and per array)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+
+class Stats:
+    """Named integer counters, one set per array path plus the totals."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._total: Counter[str] = Counter()
+        self._per_array: dict[str, Counter[str]] = {}
+
+    def add(self, array: str, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._total[name] += n
+            self._per_array.setdefault(array, Counter())[name] += n
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "total": dict(self._total),
+                "arrays": {k: dict(v) for k, v in sorted(self._per_array.items())},
+            }

@@ -1,0 +1,321 @@
+"""Array directories: ``data.raw``, ``data.npy``, ``chunks/``, ``info.json`` and metadata files.
+
+Every file node holds the hierarchy and the array's path, never a ZarrArray: the array object is
+looked up on each call, so a metadata change seen at ``open`` (close-to-open revalidation)
+replaces it everywhere at once.
+
+Write rules (DESIGN §4): ``data.raw``, the data part of ``data.npy`` and ``chunks/*`` are
+writable on a read-write mount; ``O_TRUNC`` keeps size and content; ``truncate`` of ``data.raw``
+to whole axis-0 rows resizes axis 0; writing past the end of ``data.raw`` grows axis 0.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from math import prod
+from typing import TYPE_CHECKING, Any
+
+from zarrfs.core.array import ZarrArray
+from zarrfs.core.errors import InvalidWriteError, NodeNotFound, ReadOnlyError
+from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
+from zarrfs.views.headers import npy_header, view_dtype
+from zarrfs.views.info import array_info, array_xattrs, render_json
+
+if TYPE_CHECKING:
+    from zarrfs.views.tree import MountContext
+
+
+class _ArrayRef:
+    """(context, path) -> the current ZarrArray of that path."""
+
+    def __init__(self, ctx: MountContext, path: str) -> None:
+        self.ctx = ctx
+        self.path = path
+
+    def array(self) -> ZarrArray:
+        return self.ctx.hierarchy.array(self.path)
+
+    @property
+    def writable(self) -> bool:
+        return self.ctx.writable
+
+
+# ----------------------------------------------------------------------------- data files
+
+
+class DataFile(VFile, _ArrayRef):
+    """``data.raw`` (header=False) or ``data.npy`` (header=True)."""
+
+    def __init__(self, ctx: MountContext, path: str, npy: bool) -> None:
+        _ArrayRef.__init__(self, ctx, path)
+        self.npy = npy
+        self.mtime_ns = time.time_ns()
+
+    def header(self, arr: ZarrArray) -> bytes:
+        if not self.npy:
+            return b""
+        return npy_header(view_dtype(arr.dtype, self.ctx.byte_order), arr.shape)
+
+    def stat(self) -> Stat:
+        arr = self.array()
+        size = len(self.header(arr)) + arr.nbytes
+        return Stat(
+            is_dir=False,
+            size=size,
+            stored_bytes=arr.stored_bytes(),
+            writable=self.writable,
+            mtime_ns=self.mtime_ns,
+            blksize=1 << 20,
+        )
+
+    def xattrs(self) -> dict[str, bytes]:
+        return array_xattrs(self.array(), self.ctx.byte_order)
+
+    def cache_token(self) -> object:
+        arr = self.array()
+        return (arr.uid, arr.shape)
+
+    def open(self, write: bool, truncate: bool) -> VHandle:
+        self.ctx.hierarchy.revalidate(self.path)
+        if write and not self.writable:
+            raise ReadOnlyError("read-only mount")
+        return DataHandle(self)
+
+    def truncate(self, size: int) -> None:
+        if not self.writable:
+            raise ReadOnlyError("read-only mount")
+        arr = self.array()
+        head = len(self.header(arr))
+        if size == head + arr.nbytes:
+            return
+        if self.npy or not arr.shape:
+            raise InvalidWriteError(f"{self.path}: only data.raw of an array with axes resizes")
+        row = prod(arr.shape[1:]) * arr.itemsize
+        if row == 0 or size % row:
+            raise InvalidWriteError(
+                f"{self.path}: size {size} is not a whole number of axis-0 rows ({row} bytes)"
+            )
+        arr.resize((size // row, *arr.shape[1:]))
+        self.mtime_ns = time.time_ns()
+
+
+class DataHandle(VHandle):
+    def __init__(self, file: DataFile) -> None:
+        self.file = file
+
+    def read(self, offset: int, size: int) -> bytes:
+        arr = self.file.array()
+        head = self.file.header(arr)
+        out = b""
+        if offset < len(head):
+            out = head[offset : offset + size]
+            size -= len(out)
+            offset = len(head)
+        if size > 0:
+            out += arr.read(offset - len(head), size, self.file.ctx.byte_order)
+        return out
+
+    def write(self, offset: int, data: bytes) -> int:
+        if not self.file.writable:
+            raise ReadOnlyError("read-only mount")
+        arr = self.file.array()
+        head = self.file.header(arr)
+        n = len(data)
+        if offset < len(head):
+            # the header part may only be rewritten with identical bytes (cp of an equal .npy)
+            part = data[: len(head) - offset]
+            if head[offset : offset + len(part)] != part:
+                raise InvalidWriteError(f"{self.file.path}/data.npy: the header cannot change")
+            data = data[len(part) :]
+            offset = len(head)
+        offset -= len(head)
+        if not data:
+            return n
+        end = offset + len(data)
+        if end > arr.nbytes:
+            if self.file.npy or not arr.shape:
+                raise InvalidWriteError("write past the end of a fixed-size file")
+            row = prod(arr.shape[1:]) * arr.itemsize
+            if row == 0:
+                raise InvalidWriteError("cannot grow an array with an empty row")
+            arr.resize((-(-end // row), *arr.shape[1:]))
+            arr = self.file.array()
+        arr.write(offset, data, self.file.ctx.byte_order)
+        self.file.mtime_ns = time.time_ns()
+        return n
+
+    def flush(self) -> None:
+        if self.file.writable:
+            self.file.array().flush()
+
+    def release(self) -> None:
+        self.flush()
+
+
+# ----------------------------------------------------------------------------- chunk files
+
+
+def chunk_name(coords: tuple[int, ...]) -> str:
+    return ".".join(map(str, coords)) if coords else "0"
+
+
+class ChunkNames(Sequence[str]):
+    """The names of every chunk of a grid, generated on demand (never a store listing)."""
+
+    def __init__(self, grid_shape: tuple[int, ...]) -> None:
+        self.grid_shape = grid_shape
+        self._n = prod(grid_shape)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        coords = []
+        for n in reversed(self.grid_shape):
+            coords.append(i % n)
+            i //= n
+        return chunk_name(tuple(reversed(coords)))
+
+
+class ChunksDir(VDir, _ArrayRef):
+    def __init__(self, ctx: MountContext, path: str) -> None:
+        _ArrayRef.__init__(self, ctx, path)
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=True, writable=False)
+
+    def names(self) -> Sequence[str]:  # type: ignore[override]
+        return ChunkNames(self.array().grid.grid_shape)
+
+    def lookup(self, name: str) -> VNode | None:
+        arr = self.array()
+        if not arr.shape:
+            return ChunkFile(self.ctx, self.path, ()) if name == "0" else None
+        parts = name.split(".")
+        if len(parts) != len(arr.shape) or not all(p.isdigit() and p == str(int(p)) for p in parts):
+            return None
+        coords = tuple(int(p) for p in parts)
+        return ChunkFile(self.ctx, self.path, coords) if arr.grid.contains(coords) else None
+
+
+class ChunkFile(VFile, _ArrayRef):
+    def __init__(self, ctx: MountContext, path: str, coords: tuple[int, ...]) -> None:
+        _ArrayRef.__init__(self, ctx, path)
+        self.coords = coords
+
+    def stat(self) -> Stat:
+        arr = self.array()
+        return Stat(is_dir=False, size=arr.chunk_nbytes, writable=self.writable, blksize=1 << 20)
+
+    def cache_token(self) -> object:
+        arr = self.array()
+        return (arr.uid, arr.shape)
+
+    def open(self, write: bool, truncate: bool) -> VHandle:
+        self.ctx.hierarchy.revalidate(self.path)
+        if write and not self.writable:
+            raise ReadOnlyError("read-only mount")
+        if not self.array().grid.contains(self.coords):
+            raise NodeNotFound("chunk no longer exists")
+        return ChunkHandle(self)
+
+
+class ChunkHandle(VHandle):
+    def __init__(self, file: ChunkFile) -> None:
+        self.file = file
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.file.array().read_chunk(self.file.coords, offset, size, self.file.ctx.byte_order)
+
+    def write(self, offset: int, data: bytes) -> int:
+        if not self.file.writable:
+            raise ReadOnlyError("read-only mount")
+        arr = self.file.array()
+        arr.write_chunk(self.file.coords, offset, data, self.file.ctx.byte_order)
+        return len(data)
+
+    def flush(self) -> None:
+        if self.file.writable:
+            self.file.array().flush()
+
+    def release(self) -> None:
+        self.flush()
+
+
+# ----------------------------------------------------------------------------- generated files
+
+
+class BytesHandle(VHandle):
+    """A read handle over bytes fixed at open time."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.data[offset : offset + size]
+
+
+class GeneratedFile(VFile):
+    """A read-only file whose content is computed from the current state on every open."""
+
+    direct_io = True
+
+    def __init__(self, render: Any) -> None:
+        self._render = render
+        self._lock = threading.Lock()
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=False, size=len(self._render()))
+
+    def open(self, write: bool, truncate: bool) -> VHandle:
+        if write:
+            raise ReadOnlyError("this file is generated and read-only")
+        return BytesHandle(self._render())
+
+
+class ArrayDir(VDir, _ArrayRef):
+    """One directory per array: views only."""
+
+    def __init__(self, ctx: MountContext, path: str) -> None:
+        _ArrayRef.__init__(self, ctx, path)
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=True, writable=self.writable)
+
+    def view_names(self) -> list[str]:
+        return [v for v in ("data.raw", "data.npy") if self.ctx.view_enabled(v)]
+
+    def names(self) -> list[str]:
+        from zarrfs.views.tree import metadata_names
+
+        node = self.ctx.hierarchy.node(self.path)
+        names = {*self.view_names(), "info.json", "chunks", *metadata_names(self.ctx, node)}
+        return sorted(names)
+
+    def lookup(self, name: str) -> VNode | None:
+        from zarrfs.views.tree import metadata_file
+
+        if name == "data.raw" and self.ctx.view_enabled(name):
+            return DataFile(self.ctx, self.path, npy=False)
+        if name == "data.npy" and self.ctx.view_enabled(name):
+            return DataFile(self.ctx, self.path, npy=True)
+        if name == "chunks":
+            return ChunksDir(self.ctx, self.path)
+        if name == "info.json":
+            return GeneratedFile(
+                lambda: render_json(
+                    array_info(self.array(), self.ctx.byte_order, self.view_names())
+                )
+            )
+        return metadata_file(self.ctx, self.path, name)
+
+    def refresh(self) -> None:
+        self.ctx.hierarchy.revalidate(self.path)

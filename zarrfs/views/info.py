@@ -1,0 +1,59 @@
+"""``info.json``: a derived, human-readable summary of one array, and the ``user.zarr.*`` xattrs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from zarrfs.core.array import ZarrArray
+from zarrfs.views.headers import view_dtype
+
+
+def _shard_info(arr: ZarrArray) -> dict[str, Any]:
+    from zarrfs.core.codecs.sharding import ShardingCodec
+
+    codec = arr.metadata.codecs.array_bytes
+    if isinstance(codec, ShardingCodec):
+        return {"shard_shape": list(arr.metadata.chunk_shape), "chunk_shape": list(codec.chunk_shape)}
+    return {"shard_shape": None, "chunk_shape": list(arr.metadata.chunk_shape)}
+
+
+def array_info(arr: ZarrArray, byte_order: str, views: list[str]) -> dict[str, Any]:
+    meta = arr.metadata
+    dtype = view_dtype(arr.dtype, byte_order)
+    info: dict[str, Any] = {
+        "path": "/" + arr.path,
+        "zarr_format": meta.zarr_format,
+        "shape": list(meta.shape),
+        "data_type": meta.data_type.name,
+        "numpy_dtype": dtype.str,
+        "itemsize": arr.itemsize,
+        "byte_order": byte_order,
+        "order": "C",
+        **_shard_info(arr),
+        "grid_shape": list(arr.grid.grid_shape),
+        "chunk_file_shape": list(meta.chunk_shape),
+        "codecs": meta.codecs.to_json(),
+        "fill_value": meta.data_type.fill_value_to_json(meta.fill_value),
+        "dimension_names": None if meta.dimension_names is None else list(meta.dimension_names),
+        "decoded_bytes": arr.nbytes,
+        "stored_bytes": arr.stored_bytes(),
+        "views": views,
+    }
+    return info
+
+
+def render_json(value: Any) -> bytes:
+    return (json.dumps(value, indent=2, allow_nan=True) + "\n").encode()
+
+
+def array_xattrs(arr: ZarrArray, byte_order: str) -> dict[str, bytes]:
+    meta = arr.metadata
+    fill = json.dumps(meta.data_type.fill_value_to_json(meta.fill_value))
+    return {
+        "user.zarr.shape": json.dumps(list(meta.shape)).encode(),
+        "user.zarr.dtype": meta.data_type.name.encode(),
+        "user.zarr.chunks": json.dumps(list(meta.chunk_shape)).encode(),
+        "user.zarr.fill_value": fill.encode(),
+        "user.zarr.byte_order": byte_order.encode(),
+    }

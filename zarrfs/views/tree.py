@@ -1,0 +1,318 @@
+"""The mounted tree: groups as directories, arrays as view directories, ``/.zarrfs`` control.
+
+``open_tree(url, options)`` opens the store and returns the root directory. The options object
+is the mount's parsed ``-o`` options (attributes read here: ``read_only``, ``byte_order``,
+``cache_size``, ``threads``, ``prefetch``, ``writeback``, ``views``); anything missing takes its
+default, so the views never depend on the FUSE layer's types.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from zarrfs.core.array import Engine
+from zarrfs.core.errors import ZarrFSError
+from zarrfs.core.hierarchy import Hierarchy, Node, join
+from zarrfs.core.metadata.model import ArrayMetadata
+from zarrfs.views.arrays import ArrayDir, BytesHandle
+from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
+from zarrfs.views.info import render_json
+
+log = logging.getLogger(__name__)
+
+ALL_VIEWS = ("data.raw", "data.npy", "data.hdr", "data.mhd", "data.nhdr")
+
+
+@dataclass
+class MountContext:
+    """What every node of one mount shares."""
+
+    hierarchy: Hierarchy
+    read_only: bool = False
+    byte_order: str = "little"
+    views: frozenset[str] = frozenset(ALL_VIEWS)
+    started: float = field(default_factory=time.time)
+
+    @property
+    def writable(self) -> bool:
+        return not self.read_only and self.hierarchy.store.writable
+
+    def view_enabled(self, name: str) -> bool:
+        return name in self.views
+
+
+# ----------------------------------------------------------------------------- metadata files
+
+
+def metadata_names(ctx: MountContext, node: Node) -> list[str]:
+    return [*node.format.metadata_keys(node.metadata), "attributes.json"]
+
+
+class MetadataFile(VFile):
+    """A stored metadata document (byte-exact) or ``attributes.json`` (the user attributes)."""
+
+    direct_io = True
+
+    def __init__(self, ctx: MountContext, path: str, name: str) -> None:
+        self.ctx = ctx
+        self.path = path
+        self.name = name
+
+    def content(self) -> bytes:
+        node = self.ctx.hierarchy.node(self.path)
+        if self.name == "attributes.json":
+            return render_json(dict(node.metadata.attributes))
+        raw = self.ctx.hierarchy.store.get(join(self.path, self.name))
+        return node.metadata.to_bytes() if raw is None else raw
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=False, size=len(self.content()), writable=self.ctx.writable)
+
+    def open(self, write: bool, truncate: bool) -> VHandle:
+        self.ctx.hierarchy.revalidate(self.path)
+        if write:
+            from zarrfs.views.editing import MetadataEditHandle
+
+            if not self.ctx.writable:
+                from zarrfs.core.errors import ReadOnlyError
+
+                raise ReadOnlyError("read-only mount")
+            return MetadataEditHandle(self, b"" if truncate else self.content())
+        return BytesHandle(self.content())
+
+
+def metadata_file(ctx: MountContext, path: str, name: str) -> VFile | None:
+    try:
+        node = ctx.hierarchy.node(path)
+    except ZarrFSError:
+        return None
+    if name in metadata_names(ctx, node):
+        return MetadataFile(ctx, path, name)
+    return None
+
+
+# ----------------------------------------------------------------------------- groups
+
+
+def node_dir(ctx: MountContext, node: Node) -> VDir:
+    if isinstance(node.metadata, ArrayMetadata):
+        return ArrayDir(ctx, node.path)
+    return GroupDir(ctx, node.path)
+
+
+class GroupDir(VDir):
+    def __init__(self, ctx: MountContext, path: str) -> None:
+        self.ctx = ctx
+        self.path = path
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=True, writable=self.ctx.writable)
+
+    def names(self) -> list[str]:
+        node = self.ctx.hierarchy.node(self.path)
+        children = [n.name for n in self.ctx.hierarchy.children(self.path)]
+        return sorted({*children, *metadata_names(self.ctx, node)})
+
+    def lookup(self, name: str) -> VNode | None:
+        f = metadata_file(self.ctx, self.path, name)
+        if f is not None:
+            return f
+        if name in (".", "..") or "/" in name:
+            return None
+        try:
+            node = self.ctx.hierarchy.node(join(self.path, name))
+        except ZarrFSError:
+            return None
+        return node_dir(self.ctx, node)
+
+    def refresh(self) -> None:
+        self.ctx.hierarchy.revalidate(self.path)
+
+
+# ----------------------------------------------------------------------------- control
+
+
+class ControlFile(VFile):
+    """``echo 1 > /.zarrfs/flush`` flushes every array; ``drop_caches`` empties the caches."""
+
+    direct_io = True
+
+    def __init__(self, ctx: MountContext, action: str, help_text: str) -> None:
+        self.ctx = ctx
+        self.action = action
+        self.help = help_text.encode()
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=False, size=len(self.help), writable=True)
+
+    def open(self, write: bool, truncate: bool) -> VHandle:
+        return ControlHandle(self)
+
+
+class ControlHandle(BytesHandle):
+    def __init__(self, file: ControlFile) -> None:
+        super().__init__(file.help)
+        self.file = file
+
+    def write(self, offset: int, data: bytes) -> int:
+        h = self.file.ctx.hierarchy
+        if self.file.action == "flush":
+            h.flush_all()
+        else:
+            h.engine.chunk_cache.clear()
+            h.engine.index_cache.clear()
+            h.forget("")
+        return len(data)
+
+
+class ControlDir(VDir):
+    def __init__(self, ctx: MountContext) -> None:
+        self.ctx = ctx
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=True)
+
+    def names(self) -> list[str]:
+        return ["drop_caches", "flush", "stats.json"]
+
+    def lookup(self, name: str) -> VNode | None:
+        from zarrfs.views.arrays import GeneratedFile
+
+        if name == "stats.json":
+            return GeneratedFile(self._stats)
+        if name == "flush":
+            return ControlFile(self.ctx, "flush", "write anything here to flush all dirty data\n")
+        if name == "drop_caches":
+            return ControlFile(self.ctx, "drop", "write anything here to empty the caches\n")
+        return None
+
+    def _stats(self) -> bytes:
+        h = self.ctx.hierarchy
+        doc: dict[str, Any] = {
+            "store": h.store.url,
+            "uptime_s": round(time.time() - self.ctx.started, 3),
+            "chunk_cache": h.engine.chunk_cache.stats(),
+            "index_cache": h.engine.index_cache.stats(),
+            "dirty_arrays": [a.path for a in h.open_arrays() if a.dirty],
+            "skipped_nodes": dict(h.problems),
+            **h.engine.stats.snapshot(),
+        }
+        return render_json(doc)
+
+
+# ----------------------------------------------------------------------------- root
+
+
+class RootDir(VDir):
+    """The mount root: the root node's directory plus the hidden ``.zarrfs`` control folder."""
+
+    def __init__(self, ctx: MountContext, writeback: float = 5.0) -> None:
+        self.ctx = ctx
+        self.control = ControlDir(ctx)
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        if ctx.writable and writeback > 0:
+            self._flusher = threading.Thread(
+                target=self._flush_loop, args=(writeback,), name="zarrfs-writeback", daemon=True
+            )
+            self._flusher.start()
+
+    def _root(self) -> VDir:
+        try:
+            node = self.ctx.hierarchy.node("")
+        except ZarrFSError:
+            return GroupDir(self.ctx, "")
+        return node_dir(self.ctx, node)
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=True, writable=self.ctx.writable)
+
+    def names(self) -> list[str]:
+        return [".zarrfs", *self._root().names()]
+
+    def lookup(self, name: str) -> VNode | None:
+        if name == ".zarrfs":
+            return self.control
+        return self._root().lookup(name)
+
+    def refresh(self) -> None:
+        self.ctx.hierarchy.revalidate("")
+
+    def mkdir(self, name: str) -> VDir:
+        return self._root().mkdir(name)
+
+    def _flush_loop(self, delay: float) -> None:
+        while not self._stop.wait(min(1.0, delay)):
+            for arr in self.ctx.hierarchy.open_arrays():
+                if arr.dirty_age() >= delay:
+                    try:
+                        arr.flush()
+                    except ZarrFSError as exc:
+                        log.error("background flush of %s failed: %s", arr.path or "/", exc)
+
+    def flush_all(self) -> None:
+        self.ctx.hierarchy.flush_all()
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            self.flush_all()
+        finally:
+            self.ctx.hierarchy.engine.close()
+            self.ctx.hierarchy.store.close()
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(value: Any, default: int) -> int:
+    """``"512M"``, ``"1.5G"``, ``"4096"`` or an int -> bytes."""
+    if value is None:
+        return default
+    if isinstance(value, int):
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise ValueError(f"invalid size {value!r}")
+    mult = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[m.group(2).upper()]
+    return int(float(m.group(1)) * mult)
+
+
+def open_tree(url: str, options: Any = None) -> RootDir:
+    """Open the store at ``url`` and build the root of the mounted tree."""
+    from zarrfs.core.stores.registry import open_store
+
+    opt = (lambda name, default: getattr(options, name, default)) if options else (
+        lambda name, default: default
+    )
+    read_only = bool(opt("read_only", False))
+    store = open_store(url, read_only=read_only, **(opt("store_options", None) or {}))
+    engine = Engine(
+        cache_size=parse_size(opt("cache_size", None), 512 << 20),
+        threads=int(opt("threads", None) or 8),
+        prefetch_bytes=parse_size(opt("prefetch", None), 64 << 20),
+        read_only=read_only,
+    )
+    views = opt("views", None)
+    ctx = MountContext(
+        Hierarchy(store, engine),
+        read_only=read_only,
+        byte_order=opt("byte_order", None) or "little",
+        views=frozenset(views) if views else frozenset(ALL_VIEWS),
+    )
+    writeback = opt("writeback", None)
+    root = RootDir(ctx, writeback=5.0 if writeback is None else float(writeback))
+    # fail early (before the mount goes live) if the store root is unreadable
+    try:
+        ctx.hierarchy.node("")
+    except ZarrFSError as exc:
+        if not store.listable:
+            root.close()
+            raise
+        log.info("store root has no node metadata (%s); showing its children", exc)
+    return root
