@@ -156,7 +156,7 @@ class PreparedChain:
         except Exception as exc:  # codec libraries raise anything on corrupt input
             raise CorruptDataError(f"decode failed: {type(exc).__name__}: {exc}") from exc
         if not arr.flags.c_contiguous or not arr.flags.writeable:
-            arr = np.ascontiguousarray(arr).copy()
+            arr = arr.copy(order="C")  # (np.ascontiguousarray makes 0-d arrays 1-d)
         return arr
 
     def encode(self, arr: np.ndarray[Any, Any]) -> bytes | None:
@@ -165,7 +165,9 @@ class PreparedChain:
             raise ValueError(f"chunk shape {arr.shape} does not match {self.spec.shape}")
         for codec, aspec in zip(self.chain.array_array, self.aa_specs):
             arr = codec.encode(arr, aspec)
-        data = self.chain.array_bytes.encode(np.ascontiguousarray(arr), self.ab_spec)
+        if not arr.flags.c_contiguous:
+            arr = arr.copy(order="C")
+        data = self.chain.array_bytes.encode(arr, self.ab_spec)
         if data is None:
             return None
         for codec in self.chain.bytes_bytes:

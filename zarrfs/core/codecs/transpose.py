@@ -55,10 +55,15 @@ class TransposeCodec(ArrayArrayCodec):
         return spec.with_shape(tuple(spec.shape[axis] for axis in self.order))
 
     def encode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
-        return np.ascontiguousarray(arr.transpose(self.order))
+        return _c_order(arr.transpose(self.order))
 
     def decode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
-        return np.ascontiguousarray(arr.transpose(self.inverse))
+        return _c_order(arr.transpose(self.inverse))
+
+
+def _c_order(arr: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    # np.ascontiguousarray would turn a 0-d array into shape (1,)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def _parse_order(order: Any) -> tuple[int, ...]:
