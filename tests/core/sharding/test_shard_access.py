@@ -77,7 +77,7 @@ class TestReadInnerChunks:
         self.store.reset()
 
     def block(self, c: tuple[int, int]) -> np.ndarray:
-        return self.arr[c[0] * 128:(c[0] + 1) * 128, c[1] * 128:(c[1] + 1) * 128]
+        return self.arr[c[0] * 128 : (c[0] + 1) * 128, c[1] * 128 : (c[1] + 1) * 128]
 
     def test_fetches_only_the_needed_chunks(self) -> None:
         wanted = [(0, 0), (2, 3), (1, 0)]
@@ -132,8 +132,9 @@ class TestReadInnerChunks:
         offsets = np.array([0, 1000], dtype=np.uint64)
         nbytes = np.array([8, 8], dtype=np.uint64)
         body = np.array([1, 2, 3, 4], dtype="<f4").tobytes()
-        self.store.data[KEY] = body + fmt.encode_index(fmt.ShardIndex(offsets, nbytes),
-                                                       codec.index_codecs)
+        self.store.data[KEY] = body + fmt.encode_index(
+            fmt.ShardIndex(offsets, nbytes), codec.index_codecs
+        )
         index = access.read_shard_index(self.store, KEY, codec, s)
         assert index is not None
         got = access.read_inner_chunks(self.store, KEY, codec, s, index, [(0,)])
@@ -179,7 +180,7 @@ class TestRewriteShard:
 
     def stored(self, data: bytes, index: fmt.ShardIndex, c: tuple[int, int]) -> bytes:
         offset, nbytes = index.get(c)  # type: ignore[misc]
-        return data[offset:offset + nbytes]
+        return data[offset : offset + nbytes]
 
     def test_untouched_chunks_keep_their_bytes(self) -> None:
         new = np.full((2, 2), 77, dtype="<i4")
@@ -209,7 +210,10 @@ class TestRewriteShard:
 
     def test_none_and_fill_remove_chunks(self) -> None:
         access.rewrite_shard(
-            self.store, KEY, self.codec, self.s,
+            self.store,
+            KEY,
+            self.codec,
+            self.s,
             {(0, 0): None, (0, 1): np.zeros((2, 2), dtype="<i4")},
         )
         data = self.store.data[KEY]
@@ -229,7 +233,7 @@ class TestRewriteShard:
     def test_full_rewrite_skips_the_read(self) -> None:
         new = numbered((4, 6), "<i4") * 3
         updates = {
-            c: new[c[0] * 2:c[0] * 2 + 2, c[1] * 2:c[1] * 2 + 2]
+            c: new[c[0] * 2 : c[0] * 2 + 2, c[1] * 2 : c[1] * 2 + 2]
             for c in self.codec.iter_inner(self.s.shape)
         }
         access.rewrite_shard(self.store, KEY, self.codec, self.s, updates)

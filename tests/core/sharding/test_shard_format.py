@@ -8,6 +8,8 @@ from typing import Any
 import crc32c as crc32c_lib
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from shard_helpers import BYTES_LE, CRC, chain
 
 from zarrfs.core.codecs.base import BytesBytesCodec
@@ -198,3 +200,27 @@ class TestBuildShard:
         assert shard is not None
         with pytest.raises(CorruptDataError):
             fmt.split_shard(shard, INDEX, (2, 2), "end")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cps=st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple),
+    location=st.sampled_from(["start", "end"]),
+    data=st.data(),
+)
+def test_build_split_round_trip(cps: tuple[int, ...], location: str, data: st.DataObject) -> None:
+    all_coords = [tuple(int(i) for i in c) for c in np.ndindex(*cps)]
+    chosen = data.draw(st.lists(st.sampled_from(all_coords), unique=True))
+    chunks = {c: data.draw(st.binary(min_size=0, max_size=20)) for c in chosen}
+    shard = fmt.build_shard(chunks, cps, INDEX, location)
+    if not chunks:
+        assert shard is None
+        return
+    assert shard is not None
+    assert len(shard) == fmt.index_size(INDEX, cps) + sum(len(b) for b in chunks.values())
+    index = fmt.split_shard(shard, INDEX, cps, location)
+    for c in all_coords:
+        got = fmt.inner_chunk_bytes(shard, index, c)
+        assert (None if got is None else bytes(got)) == chunks.get(c)
+    again = fmt.decode_index(fmt.encode_index(index, INDEX), INDEX, cps, len(shard))
+    assert again.same_as(index)

@@ -15,8 +15,13 @@ GZIP = {"name": "gzip", "configuration": {"level": 1}}
 ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
 BLOSC = {
     "name": "blosc",
-    "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4,
-                      "blocksize": 0},
+    "configuration": {
+        "cname": "lz4",
+        "clevel": 5,
+        "shuffle": "shuffle",
+        "typesize": 4,
+        "blocksize": 0,
+    },
 }
 TRANSPOSE = {"name": "transpose", "configuration": {"order": [1, 0]}}
 
@@ -166,7 +171,7 @@ class TestWholeShard:
         offset, nbytes = index.get((1, 1))  # type: ignore[misc]
         inner_codec = codec.codecs.array_bytes
         assert isinstance(inner_codec, ShardingCodec)
-        inner_index = inner_codec.read_index(data[offset:offset + nbytes], s.with_shape((4, 4)))
+        inner_index = inner_codec.read_index(data[offset : offset + nbytes], s.with_shape((4, 4)))
         assert inner_index.get((0, 0)) is None
         assert inner_index.get((1, 1)) is not None
         np.testing.assert_array_equal(codec.decode(data, s), arr)
@@ -196,7 +201,7 @@ class TestWholeShard:
         # inner chunk (0, 0) of the transposed shard holds arr.T[0:3, 0:2]
         index = codec.read_index(data, spec((6, 4)))
         offset, nbytes = index.get((0, 0))  # type: ignore[misc]
-        inner = codec.decode_inner(data[offset:offset + nbytes], spec((6, 4)), (0, 0))
+        inner = codec.decode_inner(data[offset : offset + nbytes], spec((6, 4)), (0, 0))
         np.testing.assert_array_equal(inner, arr.T[0:3, 0:2])
         with pytest.raises(MetadataError, match="divide"):
             chain(*docs).prepare(spec((6, 4)))

@@ -85,7 +85,8 @@ class ShardingCodec(ArrayBytesCodec):
         codecs = _chain(configuration["codecs"], "codecs")
         # The spec requires ``index_codecs``; a document without it is read with the
         # recommended default rather than refused.
-        index_codecs = _chain(configuration.get("index_codecs", DEFAULT_INDEX_CODECS), "index_codecs")
+        index_docs = configuration.get("index_codecs", DEFAULT_INDEX_CODECS)
+        index_codecs = _chain(index_docs, "index_codecs")
         return cls(
             tuple(chunk_shape),
             codecs,
@@ -111,12 +112,12 @@ class ShardingCodec(ArrayBytesCodec):
                 f"{len(self.chunk_shape)} dimensions, the shard shape {list(shard_shape)} has "
                 f"{len(shard_shape)}"
             )
-        if any(s % c for s, c in zip(shard_shape, self.chunk_shape)):
+        if any(s % c for s, c in zip(shard_shape, self.chunk_shape, strict=True)):
             raise MetadataError(
                 f"codec {_NAME!r}: inner 'chunk_shape' {list(self.chunk_shape)} does not evenly "
                 f"divide the shard shape {list(shard_shape)}"
             )
-        return tuple(s // c for s, c in zip(shard_shape, self.chunk_shape))
+        return tuple(s // c for s, c in zip(shard_shape, self.chunk_shape, strict=True))
 
     def inner_spec(self, shard_spec: ChunkSpec) -> ChunkSpec:
         """The spec of one inner chunk of a shard described by ``shard_spec``."""
@@ -132,7 +133,9 @@ class ShardingCodec(ArrayBytesCodec):
 
     def inner_slices(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
         """Where the inner chunk at ``coords`` lies within the shard array."""
-        return tuple(slice(i * n, (i + 1) * n) for i, n in zip(coords, self.chunk_shape))
+        return tuple(
+            slice(i * n, (i + 1) * n) for i, n in zip(coords, self.chunk_shape, strict=True)
+        )
 
     def iter_inner(self, shard_shape: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
         """Coords of every inner chunk of a shard, in C order."""
@@ -156,10 +159,16 @@ class ShardingCodec(ArrayBytesCodec):
     # -- whole shards -----------------------------------------------------------------------
 
     def encode_inner(
-        self, arr: np.ndarray[Any, Any], shard_spec: ChunkSpec
+        self,
+        arr: np.ndarray[Any, Any],
+        shard_spec: ChunkSpec,
+        inner: PreparedChain | None = None,
     ) -> bytes | None:
-        """Encode one inner chunk; None when it equals the fill value (nothing to store)."""
-        inner = self.inner_chain(shard_spec)
+        """Encode one inner chunk; None when it equals the fill value (nothing to store).
+
+        ``inner`` is ``inner_chain(shard_spec)`` when the caller already has it."""
+        if inner is None:
+            inner = self.inner_chain(shard_spec)
         if inner.spec.is_fill(arr):
             return None
         return inner.encode(np.ascontiguousarray(arr))
@@ -169,8 +178,9 @@ class ShardingCodec(ArrayBytesCodec):
         if arr.shape != spec.shape:
             raise ValueError(f"shard shape {arr.shape} does not match {spec.shape}")
         chunks: dict[tuple[int, ...], bytes] = {}
+        inner = self.inner_chain(spec)
         for coords in self.iter_inner(spec.shape):
-            data = self.encode_inner(arr[self.inner_slices(coords)], spec)
+            data = self.encode_inner(arr[self.inner_slices(coords)], spec, inner)
             if data is not None:
                 chunks[coords] = data
         return fmt.build_shard(chunks, cps, self.index_codecs, self.index_location)
@@ -180,18 +190,27 @@ class ShardingCodec(ArrayBytesCodec):
         index = fmt.split_shard(data, self.index_codecs, cps, self.index_location)
         out = spec.fill_array()
         view = memoryview(data)
+        inner = self.inner_chain(spec)
         for coords, offset, nbytes in index.present():
             out[self.inner_slices(coords)] = self.decode_inner(
-                view[offset:offset + nbytes], spec, coords
+                view[offset : offset + nbytes], spec, coords, inner
             )
         return out
 
     def decode_inner(
-        self, data: bytes | memoryview, shard_spec: ChunkSpec, coords: tuple[int, ...]
+        self,
+        data: bytes | memoryview,
+        shard_spec: ChunkSpec,
+        coords: tuple[int, ...],
+        inner: PreparedChain | None = None,
     ) -> np.ndarray[Any, Any]:
-        """Decode the stored bytes of the inner chunk at ``coords``."""
+        """Decode the stored bytes of the inner chunk at ``coords``.
+
+        ``inner`` is ``inner_chain(shard_spec)`` when the caller already has it."""
+        if inner is None:
+            inner = self.inner_chain(shard_spec)
         try:
-            return self.inner_chain(shard_spec).decode(data)
+            return inner.decode(data)
         except CorruptDataError as exc:
             raise CorruptDataError(f"inner chunk {coords}: {exc}") from exc
 

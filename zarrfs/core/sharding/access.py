@@ -19,6 +19,11 @@ Request pattern:
 
 Every corruption is reported as ``CorruptDataError`` carrying the shard's key. Locking around
 read-modify-write is the caller's business (one lock per shard key).
+
+``shard_spec`` is the spec the sharding codec itself sees. When the array's chain has
+array->array codecs before ``sharding_indexed`` (``[transpose, sharding_indexed]``), that is the
+transformed shard and inner-chunk coords are in the transformed space; such callers either map
+their coords through those codecs or decode whole shards with the full chain.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import numpy as np
 
 from zarrfs.core.codecs.base import ChunkSpec
 from zarrfs.core.codecs.sharding import ShardingCodec
-from zarrfs.core.errors import CorruptDataError
+from zarrfs.core.errors import CorruptDataError, StoreError
 from zarrfs.core.sharding import format as fmt
 from zarrfs.core.stores.base import ByteRange, Store, SuffixRange
 
@@ -59,9 +64,7 @@ def read_shard_index(
         raise _with_key(exc, key) from exc
 
 
-def coalesce(
-    ranges: Iterable[tuple[int, int]], gap: int = COALESCE_GAP
-) -> list[tuple[int, int]]:
+def coalesce(ranges: Iterable[tuple[int, int]], gap: int = COALESCE_GAP) -> list[tuple[int, int]]:
     """Merge ``(offset, nbytes)`` ranges into ``(start, end)`` spans, sorted by start.
 
     Ranges that overlap or are separated by fewer than ``gap`` bytes share one span.
@@ -101,7 +104,9 @@ def read_inner_chunks(
         return result
     spans = coalesce(wanted.values(), coalesce_gap)
     blobs = store.get_many([(key, ByteRange(start, end - start)) for start, end in spans])
-    for (start, end), blob in zip(spans, blobs):
+    if len(blobs) != len(spans):
+        raise StoreError(f"store answered {len(blobs)} of {len(spans)} range requests")
+    for (start, end), blob in zip(spans, blobs, strict=True):
         if blob is None:
             raise CorruptDataError("shard disappeared while its inner chunks were read", key=key)
         if len(blob) != end - start:
@@ -111,12 +116,13 @@ def read_inner_chunks(
                 key=key,
             )
     starts = [start for start, _ in spans]
+    inner = codec.inner_chain(shard_spec)
     for c, (offset, nbytes) in wanted.items():
         i = bisect_right(starts, offset) - 1
         span_start = spans[i][0]
-        view = memoryview(blobs[i])[offset - span_start:offset - span_start + nbytes]  # type: ignore[arg-type]
+        view = memoryview(blobs[i])[offset - span_start : offset - span_start + nbytes]  # type: ignore[arg-type]
         try:
-            result[c] = codec.decode_inner(view, shard_spec, c)
+            result[c] = codec.decode_inner(view, shard_spec, c, inner)
         except CorruptDataError as exc:
             raise _with_key(exc, key) from exc
     return result
@@ -137,7 +143,7 @@ def rewrite_shard(
     """
     cps = codec.chunks_per_shard(shard_spec.shape)
     for c, arr in updates.items():
-        if len(c) != len(cps) or any(not 0 <= i < n for i, n in zip(c, cps)):
+        if len(c) != len(cps) or any(not 0 <= i < n for i, n in zip(c, cps, strict=True)):
             raise ValueError(f"inner chunk coords {c} outside the shard grid {cps}")
         if arr is not None and arr.shape != codec.chunk_shape:
             raise ValueError(f"inner chunk {c} has shape {arr.shape}, expected {codec.chunk_shape}")
@@ -153,11 +159,12 @@ def rewrite_shard(
             view = memoryview(existing)
             for c, offset, nbytes in index.present():
                 if c not in updates:
-                    chunks[c] = view[offset:offset + nbytes]
+                    chunks[c] = view[offset : offset + nbytes]
+    inner = codec.inner_chain(shard_spec)
     for c, arr in updates.items():
         if arr is None:
             continue
-        data = codec.encode_inner(arr, shard_spec)
+        data = codec.encode_inner(arr, shard_spec, inner)
         if data is not None:
             chunks[tuple(c)] = data
     shard = fmt.build_shard(chunks, cps, codec.index_codecs, codec.index_location)

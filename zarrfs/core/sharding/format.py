@@ -47,12 +47,13 @@ INDEX_LOCATIONS = ("start", "end")
 _UINT64 = np.dtype(np.uint64)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ShardIndex:
     """Where each inner chunk of a shard lives: ``offsets[c]``, ``nbytes[c]`` for coords ``c``.
 
     Both arrays are ``uint64`` of shape ``chunks_per_shard``; ``MISSING`` in both marks an empty
-    inner chunk. Treat the arrays as read-only.
+    inner chunk. Treat the arrays as read-only. Compared by identity (``same_as`` compares
+    contents).
     """
 
     offsets: np.ndarray[Any, Any]
@@ -85,6 +86,13 @@ class ShardIndex:
             coords = tuple(int(i) for i in np.unravel_index(flat, self.offsets.shape))
             yield coords, int(self.offsets[coords]), int(self.nbytes[coords])
 
+    def same_as(self, other: ShardIndex) -> bool:
+        """True when both indexes hold the same entries."""
+        return bool(
+            np.array_equal(self.offsets, other.offsets)
+            and np.array_equal(self.nbytes, other.nbytes)
+        )
+
     def stored_bytes(self) -> int:
         """Total encoded bytes of the stored inner chunks (the index excluded)."""
         present = self.offsets != MISSING
@@ -93,9 +101,7 @@ class ShardIndex:
 
 def index_spec(chunks_per_shard: tuple[int, ...]) -> ChunkSpec:
     """The chunk spec the index codecs see: ``uint64[chunks_per_shard + (2,)]``."""
-    return ChunkSpec(
-        (*chunks_per_shard, 2), _UINT64, np.array(MISSING, dtype=_UINT64)
-    )
+    return ChunkSpec((*chunks_per_shard, 2), _UINT64, np.array(MISSING, dtype=_UINT64))
 
 
 def check_index_codecs(index_chain: CodecChain) -> None:
@@ -131,7 +137,9 @@ def decode_index(
     if len(data) != expected:
         raise CorruptDataError(f"shard index is {len(data)} bytes, expected {expected}")
     if shard_size is not None and shard_size < expected:
-        raise CorruptDataError(f"shard is {shard_size} bytes, smaller than its {expected}-byte index")
+        raise CorruptDataError(
+            f"shard is {shard_size} bytes, smaller than its {expected}-byte index"
+        )
     arr = index_chain.prepare(index_spec(cps)).decode(data)
     offsets = np.ascontiguousarray(arr[..., 0])
     nbytes = np.ascontiguousarray(arr[..., 1])
@@ -202,7 +210,7 @@ def build_shard(
     position = size if index_location == "start" else 0
     parts: list[bytes | memoryview] = []
     for coords in sorted(chunks):
-        if len(coords) != len(cps) or any(not 0 <= c < n for c, n in zip(coords, cps)):
+        if len(coords) != len(cps) or any(not 0 <= c < n for c, n in zip(coords, cps, strict=True)):
             raise ValueError(f"inner chunk coords {coords} outside the shard grid {cps}")
         data = chunks[coords]
         offsets[coords] = position
@@ -229,7 +237,7 @@ def split_shard(
     if len(data) < size:
         raise CorruptDataError(f"shard is {len(data)} bytes, smaller than its {size}-byte index")
     view = memoryview(data)
-    index_bytes = view[:size] if index_location == "start" else view[len(view) - size:]
+    index_bytes = view[:size] if index_location == "start" else view[len(view) - size :]
     return decode_index(index_bytes, index_chain, cps, len(data))
 
 
@@ -246,7 +254,7 @@ def inner_chunk_bytes(
             f"inner chunk {coords}: bytes [{offset}, {offset + nbytes}) lie past the end of the "
             f"{len(data)}-byte shard"
         )
-    return memoryview(data)[offset:offset + nbytes]
+    return memoryview(data)[offset : offset + nbytes]
 
 
 def _first(mask: np.ndarray[Any, Any]) -> tuple[int, ...]:
