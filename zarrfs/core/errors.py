@@ -12,6 +12,7 @@ table (``zarrfs.fuse.errors``). Messages name the key or metadata field at fault
     │   ├── StoreTimeout    a request exceeded its deadline                            -> EIO
     │   └── ConflictError   a conditional write lost against another writer            -> EIO
     ├── ReadOnlyError       write to a read-only store or mount                        -> EROFS
+    ├── NotPermittedError   an operation views never allow (deleting a view file)      -> EPERM
     └── InvalidWriteError   a write or resize the array cannot represent               -> EINVAL
 """
 
@@ -59,6 +60,10 @@ class ConflictError(StoreError):
 
 class ReadOnlyError(ZarrFSError):
     """The store, mount or node is read-only."""
+
+
+class NotPermittedError(ZarrFSError):
+    """An operation the mounted tree never allows, such as deleting a view file."""
 
 
 class InvalidWriteError(ZarrFSError):

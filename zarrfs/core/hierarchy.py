@@ -47,6 +47,9 @@ class NodeFormat:
     write: Callable[[Store, str, Metadata], None]
     #: keys (relative to the node path) holding this node's metadata documents
     metadata_keys: Callable[[Metadata], tuple[str, ...]]
+    #: parse new content written to metadata document ``name`` of a node whose metadata is
+    #: ``old``; returns the complete new metadata (None: editing not supported)
+    parse_document: Callable[[str, bytes, Metadata], Metadata] | None = None
 
 
 def join(path: str, name: str) -> str:
@@ -66,8 +69,14 @@ def _v3_write(store: Store, path: str, metadata: Metadata) -> None:
     store.set(join(path, "zarr.json"), metadata.to_bytes())
 
 
+def _v3_parse(name: str, content: bytes, old: Metadata) -> Metadata:
+    from zarrfs.core.metadata.v3 import parse_v3
+
+    return parse_v3(content)
+
+
 FORMATS: list[NodeFormat] = [
-    NodeFormat("v3", ("zarr.json",), _v3_read, _v3_write, lambda m: ("zarr.json",)),
+    NodeFormat("v3", ("zarr.json",), _v3_read, _v3_write, lambda m: ("zarr.json",), _v3_parse),
 ]
 
 

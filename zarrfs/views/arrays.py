@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from zarrfs.core.array import ZarrArray
 from zarrfs.core.errors import InvalidWriteError, NodeNotFound, ReadOnlyError
 from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
+from zarrfs.views.editing import EditableDirMixin
 from zarrfs.views.headers import npy_header, view_dtype
 from zarrfs.views.info import array_info, array_xattrs, render_json
 
@@ -281,7 +282,7 @@ class GeneratedFile(VFile):
         return BytesHandle(self._render())
 
 
-class ArrayDir(VDir, _ArrayRef):
+class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
     """One directory per array: views only."""
 
     def __init__(self, ctx: MountContext, path: str) -> None:
@@ -298,7 +299,7 @@ class ArrayDir(VDir, _ArrayRef):
 
         node = self.ctx.hierarchy.node(self.path)
         names = {*self.view_names(), "info.json", "chunks", *metadata_names(self.ctx, node)}
-        return sorted(names)
+        return sorted(names | set(self.scratch_names()))
 
     def lookup(self, name: str) -> VNode | None:
         from zarrfs.views.tree import metadata_file
@@ -315,7 +316,7 @@ class ArrayDir(VDir, _ArrayRef):
                     array_info(self.array(), self.ctx.byte_order, self.view_names())
                 )
             )
-        return metadata_file(self.ctx, self.path, name)
+        return metadata_file(self.ctx, self.path, name) or self.scratch_lookup(name)
 
     def refresh(self) -> None:
         self.ctx.hierarchy.revalidate(self.path)

@@ -21,6 +21,7 @@ from zarrfs.core.hierarchy import Hierarchy, Node, join
 from zarrfs.core.metadata.model import ArrayMetadata
 from zarrfs.views.arrays import ArrayDir, BytesHandle
 from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
+from zarrfs.views.editing import EditableDirMixin, ScratchSpace, make_group
 from zarrfs.views.info import render_json
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class MountContext:
     byte_order: str = "little"
     views: frozenset[str] = frozenset(ALL_VIEWS)
     started: float = field(default_factory=time.time)
+    scratch: ScratchSpace = field(default_factory=ScratchSpace)
 
     @property
     def writable(self) -> bool:
@@ -105,7 +107,7 @@ def node_dir(ctx: MountContext, node: Node) -> VDir:
     return GroupDir(ctx, node.path)
 
 
-class GroupDir(VDir):
+class GroupDir(EditableDirMixin, VDir):
     def __init__(self, ctx: MountContext, path: str) -> None:
         self.ctx = ctx
         self.path = path
@@ -116,10 +118,10 @@ class GroupDir(VDir):
     def names(self) -> list[str]:
         node = self.ctx.hierarchy.node(self.path)
         children = [n.name for n in self.ctx.hierarchy.children(self.path)]
-        return sorted({*children, *metadata_names(self.ctx, node)})
+        return sorted({*children, *metadata_names(self.ctx, node), *self.scratch_names()})
 
     def lookup(self, name: str) -> VNode | None:
-        f = metadata_file(self.ctx, self.path, name)
+        f = metadata_file(self.ctx, self.path, name) or self.scratch_lookup(name)
         if f is not None:
             return f
         if name in (".", "..") or "/" in name:
@@ -132,6 +134,9 @@ class GroupDir(VDir):
 
     def refresh(self) -> None:
         self.ctx.hierarchy.revalidate(self.path)
+
+    def mkdir(self, name: str) -> VDir:
+        return GroupDir(self.ctx, make_group(self.ctx, self.path, name))
 
 
 # ----------------------------------------------------------------------------- control
@@ -245,6 +250,24 @@ class RootDir(VDir):
 
     def mkdir(self, name: str) -> VDir:
         return self._root().mkdir(name)
+
+    def create(self, name: str) -> VFile:
+        return self._root().create(name)
+
+    def unlink(self, name: str) -> None:
+        self._root().unlink(name)
+
+    def rmdir(self, name: str) -> None:
+        self._root().rmdir(name)
+
+    def rename(self, name: str, new_parent: VDir, new_name: str) -> None:
+        if isinstance(new_parent, RootDir):
+            new_parent = new_parent._root()
+        self._root().rename(name, new_parent, new_name)
+
+    @property
+    def path(self) -> str:
+        return ""
 
     def _flush_loop(self, delay: float) -> None:
         while not self._stop.wait(min(1.0, delay)):
