@@ -275,10 +275,17 @@ def _float_bits(dtype: np.dtype[Any], value: Any, fail: Callable[[str], Metadata
         return int(np.array(as_float, dtype=dtype).view(_UNSIGNED[size]))
 
 
-def _canonical_nan_bits(size: int) -> int:
+def _layout(size: int) -> tuple[int, int]:
+    """(exponent mask, mantissa mask) of the IEEE 754 binary format of ``size`` bytes."""
     mantissa = {2: 10, 4: 23, 8: 52}[size]
     exponent_bits = size * 8 - 1 - mantissa
-    return (((1 << exponent_bits) - 1) << mantissa) | (1 << (mantissa - 1))
+    return ((1 << exponent_bits) - 1) << mantissa, (1 << mantissa) - 1
+
+
+def _canonical_nan_bits(size: int) -> int:
+    """Sign 0, exponent all ones, mantissa MSB 1 and all other mantissa bits 0."""
+    exponent_mask, mantissa_mask = _layout(size)
+    return exponent_mask | ((mantissa_mask + 1) >> 1)
 
 
 def _parse_float(dt: DataType, value: Any) -> np.ndarray[Any, Any]:
@@ -369,8 +376,7 @@ _PARSERS: dict[str, Callable[[DataType, Any], np.ndarray[Any, Any]]] = {
 def _float_to_json(arr: np.ndarray[Any, Any]) -> float | str:
     size = arr.dtype.itemsize
     bits = int(arr.view(_UNSIGNED[size]))
-    exponent_mask = _canonical_nan_bits(size) & ~(_canonical_nan_bits(size) >> 1)
-    mantissa_mask = (1 << {2: 10, 4: 23, 8: 52}[size]) - 1
+    exponent_mask, mantissa_mask = _layout(size)
     if bits & exponent_mask == exponent_mask:  # all exponent bits set: NaN or infinity
         if bits & mantissa_mask:
             return "NaN" if bits == _canonical_nan_bits(size) else f"0x{bits:0{2 * size}x}"

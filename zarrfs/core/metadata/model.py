@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Any
 
@@ -284,7 +284,8 @@ class GroupMetadata:
 
     ``consolidated`` maps paths relative to this group (``"a"``, ``"a/b"``) to child metadata
     when the document carries usable consolidated metadata; ``consolidated_error`` says why
-    present-but-unusable consolidated metadata was ignored (callers then list the store).
+    present-but-unusable consolidated metadata was ignored (callers then list the store), and
+    ``consolidated_skipped`` maps entries left out of ``consolidated`` to the reason.
     """
 
     zarr_format: int | str
@@ -293,6 +294,7 @@ class GroupMetadata:
     raw: bytes | None = None
     consolidated: Mapping[str, ArrayMetadata | GroupMetadata] | None = None
     consolidated_error: str | None = None
+    consolidated_skipped: Mapping[str, str] = field(default_factory=dict)
 
     node_type = "group"
 

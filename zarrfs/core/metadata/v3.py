@@ -16,7 +16,10 @@ Invariants:
   ``"must_understand": false``; ``storage_transformers`` must be absent or contain only such
   ignorable entries.
 - Consolidated metadata is an optional accelerator: if it is present but unusable, the group is
-  still returned, with ``consolidated=None`` and ``consolidated_error`` saying why.
+  still returned, with ``consolidated=None`` and ``consolidated_error`` saying why; an invalid
+  entry is left out of ``consolidated`` and listed in ``consolidated_skipped`` with the reason.
+  Each group entry's own ``consolidated`` is the part of the flat map below it (zarr-python
+  stores the whole subtree flat in the top group and empty maps in nested group entries).
 """
 
 from __future__ import annotations
@@ -170,8 +173,8 @@ def _attributes(doc: Mapping[str, Any]) -> dict[str, Any]:
 def _group(doc: dict[str, Any], raw: bytes | None) -> GroupMetadata:
     _check_members(doc, _GROUP_KNOWN, {"attributes", "consolidated_metadata"})
     attrs = _attributes(doc)
-    consolidated, error = _consolidated(doc.get("consolidated_metadata"))
-    return GroupMetadata(3, attrs, doc, raw, consolidated, error)
+    consolidated, error, skipped = _consolidated(doc.get("consolidated_metadata"))
+    return GroupMetadata(3, attrs, doc, raw, consolidated, error, skipped)
 
 
 def _array(doc: dict[str, Any], raw: bytes | None) -> ArrayMetadata:
@@ -297,17 +300,21 @@ def _dimension_names(value: Any, ndim: int) -> tuple[str | None, ...] | None:
 
 def _consolidated(
     value: Any,
-) -> tuple[dict[str, ArrayMetadata | GroupMetadata] | None, str | None]:
-    """(entries, None), (None, reason) if present but unusable, (None, None) if absent."""
+) -> tuple[dict[str, ArrayMetadata | GroupMetadata] | None, str | None, dict[str, str]]:
+    """(entries, error, skipped): entries None with an error when the member is present but
+    unusable, (None, None, {}) when absent; ``skipped`` maps invalid entries to the reason."""
     if value is None:
-        return None, None
+        return None, None, {}
+    skipped: dict[str, str] = {}
     try:
-        return _consolidated_entries(value), None
+        return _consolidated_entries(value, skipped), None, skipped
     except MetadataError as exc:
-        return None, f"consolidated_metadata ignored: {exc}"
+        return None, f"consolidated_metadata ignored: {exc}", {}
 
 
-def _consolidated_entries(value: Any) -> dict[str, ArrayMetadata | GroupMetadata]:
+def _consolidated_entries(
+    value: Any, skipped: dict[str, str]
+) -> dict[str, ArrayMetadata | GroupMetadata]:
     if not isinstance(value, Mapping):
         raise MetadataError("must be an object")
     if value.get("kind") != "inline":
@@ -317,19 +324,21 @@ def _consolidated_entries(value: Any) -> dict[str, ArrayMetadata | GroupMetadata
         raise MetadataError("'metadata' must be an object")
     flat: dict[str, ArrayMetadata | GroupMetadata] = {}
     for path, child in metadata.items():
-        for segment in path.split("/"):
-            check_node_name(segment)
-        if not isinstance(child, dict):
-            raise MetadataError(f"entry {path!r} is not an object")
         try:
+            for segment in path.split("/"):
+                check_node_name(segment)
+            if not isinstance(child, dict):
+                raise MetadataError("not an object")
             flat[path] = _node(child, None)
         except MetadataError as exc:
-            raise MetadataError(f"entry {path!r}: {exc}") from None
+            skipped[path] = str(exc)
     # entries may nest their own consolidated metadata; fold it into the flat map
     for path, node in list(flat.items()):
         if isinstance(node, GroupMetadata) and node.consolidated:
             for sub, child_node in node.consolidated.items():
                 flat.setdefault(f"{path}/{sub}", child_node)
+            for sub, reason in node.consolidated_skipped.items():
+                skipped.setdefault(f"{path}/{sub}", reason)
     # each group entry's consolidated view is the part of the flat map below it; build the
     # deepest groups first so their parents hold the rebuilt objects
     below: dict[str, list[str]] = {p: [] for p, n in flat.items() if isinstance(n, GroupMetadata)}
@@ -343,7 +352,8 @@ def _consolidated_entries(value: Any) -> dict[str, ArrayMetadata | GroupMetadata
         group = flat[path]
         start = len(path) + 1
         children = {k[start:]: flat[k] for k in below[path]}
+        lost = {k[start:]: v for k, v in skipped.items() if k.startswith(path + "/")}
         flat[path] = GroupMetadata(
-            group.zarr_format, group.attributes, group.document, None, children, None
+            group.zarr_format, group.attributes, group.document, None, children, None, lost
         )
     return flat
