@@ -233,7 +233,7 @@ def test_new_array_and_group_match_zarr_python(tmp_path: Path) -> None:
     zarr.create_group(store, path="g", attributes={"q": [1]})
     assert new_group_v3({"q": [1]}).to_bytes() == (tmp_path / "g" / "zarr.json").read_bytes()
     default_fill = new_array_v3((3,), "float32", (3,))
-    assert default_fill.document["fill_value"] == 0.0
+    assert b'"fill_value": 0.0,' in default_fill.to_bytes()
 
 
 def test_consolidated_metadata_from_zarr_python(zarr_store: tuple[Path, dict[str, Any]]) -> None:
@@ -561,9 +561,8 @@ def test_array_rejections(changes: dict[str, Any], error: type[Exception], messa
     doc = base_doc(**changes)
     with pytest.raises(error, match=message):
         parse_v3(json.dumps(doc).encode())
-    if not isinstance(doc["fill_value"], float):
-        with pytest.raises(error, match=message):
-            array_metadata_v3(doc)
+    with pytest.raises(error, match=message):
+        array_metadata_v3(doc)
 
 
 def test_nan_literals_only_inside_attributes() -> None:
