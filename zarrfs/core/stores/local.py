@@ -49,7 +49,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 #: how often ``set`` re-walks its directory when a concurrent ``delete`` pruned it
-_SET_ATTEMPTS = 8
+_SET_ATTEMPTS = 64
 
 
 def resolve_range(size: int, byte_range: RangeRequest) -> tuple[int, int]:
@@ -278,14 +278,19 @@ class LocalStore(Store):
         view = memoryview(data).cast("B")
         try:
             for _ in range(_SET_ATTEMPTS):
-                dir_fd = self._open_dir(parts[:-1], key, create=True)
+                # ENOENT anywhere below means a concurrent delete pruned a directory on the
+                # way (mkdir or create in a removed directory): walk again
+                try:
+                    dir_fd = self._open_dir(parts[:-1], key, create=True)
+                except FileNotFoundError:
+                    continue
                 if dir_fd is None:  # pragma: no cover - create=True never gives None
                     raise StoreError(f"{self.url}: {key!r}: cannot create its directory")
                 try:
                     _replace_file(dir_fd, parts[-1], view)
                     return
                 except FileNotFoundError:
-                    continue  # a concurrent delete pruned the directory: walk again
+                    continue
                 finally:
                     os.close(dir_fd)
         except IsADirectoryError:
