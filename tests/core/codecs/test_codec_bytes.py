@@ -21,7 +21,9 @@ def test_round_trip_every_type(dtype: str, shape: tuple[int, ...], endian: str) 
     data = codec.encode(arr, s)
     assert len(data) == s.nbytes == codec.max_encoded_size(s)
     order = "<" if endian == "little" else ">"
-    stored = s.dtype if s.dtype.itemsize == 1 or s.dtype.kind == "V" else s.dtype.newbyteorder(order)
+    stored = (
+        s.dtype if s.dtype.itemsize == 1 or s.dtype.kind == "V" else s.dtype.newbyteorder(order)
+    )
     assert data == arr.astype(stored).tobytes()
     out = codec.decode(data, s)
     assert same_bits(out, arr)
@@ -32,7 +34,9 @@ def test_round_trip_every_type(dtype: str, shape: tuple[int, ...], endian: str) 
 def test_big_endian_layout() -> None:
     s = spec((2,), "uint16")
     assert BytesCodec("big").encode(np.array([1, 0x0203], dtype="uint16"), s) == b"\x00\x01\x02\x03"
-    assert BytesCodec("little").encode(np.array([1, 0x0203], dtype="uint16"), s) == b"\x01\x00\x03\x02"
+    assert (
+        BytesCodec("little").encode(np.array([1, 0x0203], dtype="uint16"), s) == b"\x01\x00\x03\x02"
+    )
     out = BytesCodec("big").decode(b"\x00\x01\x02\x03", s)
     assert out.tolist() == [1, 0x0203]
 

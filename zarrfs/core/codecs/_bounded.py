@@ -70,7 +70,12 @@ class _ZstdLibrary:
             except (OSError, AttributeError):
                 continue
             decompress.restype = ctypes.c_size_t
-            decompress.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+            decompress.argtypes = [
+                ctypes.c_void_p,
+                ctypes.c_size_t,
+                ctypes.c_char_p,
+                ctypes.c_size_t,
+            ]
             is_error.restype = ctypes.c_uint
             is_error.argtypes = [ctypes.c_size_t]
             error_name.restype = ctypes.c_char_p
@@ -92,6 +97,8 @@ def zstd_decompress_into(data: bytes, capacity: int) -> bytes:
     if lib.ZSTD_isError(written):
         reason = lib.ZSTD_getErrorName(written).decode("ascii", "replace")
         if "too small" in reason:
-            raise CorruptDataError(f"zstd: stream decodes to more than the {capacity} bytes allowed")
+            raise CorruptDataError(
+                f"zstd: stream decodes to more than the {capacity} bytes allowed"
+            )
         raise CorruptDataError(f"zstd: {reason}")
     return ctypes.string_at(dest, written)

@@ -14,7 +14,9 @@ from zarrfs.core.errors import MetadataError
 _MISSING = object()
 
 
-def refuse_unknown_keys(codec: str, configuration: Mapping[str, Any], known: Collection[str]) -> None:
+def refuse_unknown_keys(
+    codec: str, configuration: Mapping[str, Any], known: Collection[str]
+) -> None:
     extra = set(configuration) - set(known)
     if extra:
         raise MetadataError(f"codec {codec!r}: unknown configuration keys {sorted(extra)}")

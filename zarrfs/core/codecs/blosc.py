@@ -131,7 +131,9 @@ class BloscCodec(BytesBytesCodec):
 
 def _parse(configuration: Mapping[str, Any]) -> tuple[str, int, str, int | None, int]:
     name = BloscCodec.name
-    refuse_unknown_keys(name, configuration, ("cname", "clevel", "shuffle", "typesize", "blocksize"))
+    refuse_unknown_keys(
+        name, configuration, ("cname", "clevel", "shuffle", "typesize", "blocksize")
+    )
     cname = choice_field(name, configuration, "cname", CNAMES)
     if cname not in available_cnames():
         raise UnsupportedError(

@@ -23,7 +23,7 @@ from zarrfs.core.codecs.base import ArrayBytesCodec, ChunkSpec, register_codec
 from zarrfs.core.errors import CorruptDataError, MetadataError
 
 Endian = Literal["little", "big"]
-_ORDER_CHAR = {"little": "<", "big": ">"}
+_ORDER_CHAR: dict[str, Literal["<", ">"]] = {"little": "<", "big": ">"}
 
 
 def _byte_order_applies(dtype: np.dtype[Any]) -> bool:
@@ -38,7 +38,9 @@ class BytesCodec(ArrayBytesCodec):
 
     def __init__(self, endian: Endian | None = "little") -> None:
         if endian is not None and endian not in _ORDER_CHAR:
-            raise MetadataError(f"codec 'bytes': 'endian' must be 'little' or 'big', got {endian!r}")
+            raise MetadataError(
+                f"codec 'bytes': 'endian' must be 'little' or 'big', got {endian!r}"
+            )
         self.endian: Endian | None = endian
 
     @classmethod
@@ -48,7 +50,9 @@ class BytesCodec(ArrayBytesCodec):
             raise MetadataError(f"codec 'bytes': unknown configuration keys {sorted(extra)}")
         endian = configuration.get("endian")
         if endian is not None and endian not in _ORDER_CHAR:
-            raise MetadataError(f"codec 'bytes': 'endian' must be 'little' or 'big', got {endian!r}")
+            raise MetadataError(
+                f"codec 'bytes': 'endian' must be 'little' or 'big', got {endian!r}"
+            )
         return cls(endian)
 
     def configuration(self) -> dict[str, Any] | None:

@@ -74,7 +74,9 @@ def gzip_decompress_bounded(data: bytes | memoryview, max_size: int) -> bytes:
             raise CorruptDataError(f"gzip: {exc}") from None
         produced += len(out)
         if produced > max_size:
-            raise CorruptDataError(f"gzip: stream decodes to more than the {max_size} bytes allowed")
+            raise CorruptDataError(
+                f"gzip: stream decodes to more than the {max_size} bytes allowed"
+            )
         if not member.eof:
             raise CorruptDataError("gzip: truncated stream")
         parts.append(out)

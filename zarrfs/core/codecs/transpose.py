@@ -25,7 +25,7 @@ from zarrfs.core.errors import MetadataError
 
 
 class TransposeCodec(ArrayArrayCodec):
-    """Dimension permutation ``order`` (encoded dimension ``i`` is decoded dimension ``order[i]``)."""
+    """Dimension permutation: encoded dimension ``i`` is decoded dimension ``order[i]``."""
 
     name = "transpose"
 
