@@ -18,6 +18,7 @@ Invariants every codec keeps:
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -204,12 +205,17 @@ def parse_codec(doc: Any) -> Codec | None:
 
 
 _LOADED = False
+_LOAD_LOCK = threading.Lock()
 
 
 def _load_builtin_codecs() -> None:
-    """Import the built-in codec modules once (they register themselves)."""
+    """Import the built-in codec modules once (they register themselves). Thread-safe: no
+    caller sees the registry before every built-in codec is in it."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
-    import zarrfs.core.codecs.builtin  # noqa: F401
+    with _LOAD_LOCK:
+        if not _LOADED:
+            import zarrfs.core.codecs.builtin  # noqa: F401
+
+            _LOADED = True
