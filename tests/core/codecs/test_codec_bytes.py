@@ -79,6 +79,8 @@ def test_configuration_round_trip() -> None:
     [
         ({"endian": "middle"}, "endian"),
         ({"endian": 1}, "endian"),
+        ({"endian": ["little"]}, "endian"),
+        ({"endian": "Little"}, "endian"),
         ({"endian": "little", "order": "C"}, "order"),
     ],
 )

@@ -111,10 +111,11 @@ def test_streamed_bomb_refused_with_bounded_memory() -> None:
         assert peak() < 3 << 20
 
 
-def test_lying_content_size_is_corrupt() -> None:
+@pytest.mark.parametrize("claim", [1000, 99_999, 100_001, 200_000])
+def test_lying_content_size_is_corrupt(claim: int) -> None:
     enc = bytearray(ZstdCodec(3).encode(b"\0" * 100_000))
     assert enc[4] >> 6 == 2  # 4-byte content size follows the descriptor (single segment)
-    enc[5:9] = (1000).to_bytes(4, "little")
+    enc[5:9] = claim.to_bytes(4, "little")
     with pytest.raises(CorruptDataError, match="zstd"):
         ZstdCodec().decode(bytes(enc), 1 << 20)
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from zarrfs.core.codecs._config import choice_field, refuse_unknown_keys
 from zarrfs.core.codecs.base import ArrayBytesCodec, ChunkSpec, register_codec
 from zarrfs.core.errors import CorruptDataError, MetadataError
 
@@ -37,23 +38,15 @@ class BytesCodec(ArrayBytesCodec):
     name = "bytes"
 
     def __init__(self, endian: Endian | None = "little") -> None:
-        if endian is not None and endian not in _ORDER_CHAR:
-            raise MetadataError(
-                f"codec 'bytes': 'endian' must be 'little' or 'big', got {endian!r}"
-            )
+        if endian is not None:
+            choice_field(self.name, {"endian": endian}, "endian", _ORDER_CHAR)
         self.endian: Endian | None = endian
 
     @classmethod
     def from_config(cls, configuration: Mapping[str, Any]) -> BytesCodec:
-        extra = set(configuration) - {"endian"}
-        if extra:
-            raise MetadataError(f"codec 'bytes': unknown configuration keys {sorted(extra)}")
-        endian = configuration.get("endian")
-        if endian is not None and endian not in _ORDER_CHAR:
-            raise MetadataError(
-                f"codec 'bytes': 'endian' must be 'little' or 'big', got {endian!r}"
-            )
-        return cls(endian)
+        refuse_unknown_keys(cls.name, configuration, ("endian",))
+        # an explicit null is read as absent, as zarr-python does
+        return cls(configuration.get("endian"))
 
     def configuration(self) -> dict[str, Any] | None:
         return None if self.endian is None else {"endian": self.endian}
