@@ -119,7 +119,7 @@ def open_zip_url(url: str, *, read_only: bool = False, **options: Any) -> Store:
     """``zip://PATH``: the zip archive at PATH (relative or absolute, taken literally)."""
     from zarrfs.core.stores.zipstore import ZipStore
 
-    path = url[len("zip://") :]
+    path = url.split("://", 1)[1]
     if not path:
         raise StoreError(f"zip URL {url!r} names no file")
     options.pop("create", None)
@@ -134,6 +134,6 @@ def open_memory_url(url: str, *, read_only: bool = False, **options: Any) -> Sto
     options.pop("create", None)
     if options:
         raise StoreError(f"memory store takes no options, got {sorted(options)}")
-    name = url[len("memory://") :].strip("/")
+    name = url.split("://", 1)[1].strip("/")
     store = MemoryStore.named(name) if name else MemoryStore()
     return store.read_only_view() if read_only else store

@@ -247,7 +247,7 @@ class ZipStore(Store):
             if len(data) != length:
                 raise CorruptDataError("member data is truncated", key)
         else:
-            if length == 0:
+            if length == 0 and not whole:
                 return b""
             self._check_decoded_size(m, start + length)
             data = self._inflate(m, data_start, start + length)[start:]
@@ -285,14 +285,14 @@ class ZipStore(Store):
                     break  # input exhausted and nothing pending
                 parts.append(out)
                 produced += len(out)
+            if produced < want:
+                raise CorruptDataError(
+                    f"decompressed data is shorter than the declared {m.file_size} bytes", m.key
+                )
             if want == m.file_size:
                 self._check_end(m, dec, block, pos, left)
         except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError) as exc:
             raise CorruptDataError(f"cannot decompress: {exc}", m.key) from exc
-        if produced < want:
-            raise CorruptDataError(
-                f"decompressed data is shorter than the declared {m.file_size} bytes", m.key
-            )
         return b"".join(parts)
 
     def _check_end(self, m: _Member, dec: _Decompressor, block: bytes, pos: int, left: int) -> None:
