@@ -1,0 +1,382 @@
+"""Mount lifecycle (DESIGN §3 "returns once the mount is live", §4 "flushed on unmount/SIGTERM").
+
+``run`` is the daemon: one process, one mount (pyfuse3 keeps global state). In order:
+
+    check the mountpoint -> open the tree (store errors are reported before anything is mounted)
+    -> pyfuse3.init (mount) -> serve in trio until unmounted or signalled -> unmount
+    -> flush_all -> close the tree -> exit status
+
+Teardown runs in reverse order whatever fails (``try/finally`` around each acquired resource).
+
+The "live" protocol: a mount is live when ``os.path.ismount`` is true and a ``stat`` of its root
+(answered by this very process, from a worker thread) succeeds. Only then does the daemon write
+its pid file, tell systemd ``READY=1`` (``--systemd``) and write ``live`` to the status pipe.
+A failure before that point is written to the status pipe as ``error <message>`` (or printed,
+in the foreground) and the daemon exits 1.
+
+``spawn`` is the parent side of ``zarrfs mount`` without ``-f``: it re-executes the CLI in the
+foreground in a new session (no fork of a process that may already run store threads), with
+stdin/stdout on /dev/null, stderr on the log file and a status pipe, and returns 0 only after
+reading ``live``. ``unmount`` is ``zarrfs umount``: fusermount3 -u, then wait (bounded) until the
+daemon has flushed and exited.
+
+Signals: SIGTERM and SIGINT (trio signal receiver, open before the mount exists) end the main
+loop; the daemon then unmounts, flushes and exits 0 (1 if the final flush failed, since data
+written before the signal would otherwise be lost silently).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import select
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyfuse3
+import trio
+
+from zarrfs.core.errors import ZarrFSError
+from zarrfs.fuse import runtime
+from zarrfs.fuse.operations import ZarrOperations
+from zarrfs.fuse.options import MountOptions
+from zarrfs.views.base import VDir
+
+log = logging.getLogger(__name__)
+
+#: seconds the daemon waits for its own mount to answer before giving up
+LIVE_TIMEOUT_S = 30.0
+#: seconds ``zarrfs mount`` waits for the daemon to report (opening a remote store included)
+SPAWN_TIMEOUT_S = 300.0
+#: test-only: ``module:function`` replacing ``zarrfs.views.tree.open_tree`` (see tests/fuse)
+TEST_TREE_FACTORY_ENV = "ZARRFS_TEST_TREE_FACTORY"
+
+#: builds the root of the mounted tree; the root also has ``flush_all()`` and ``close()``
+TreeFactory = Callable[[str, MountOptions], VDir]
+
+
+class MountError(ZarrFSError):
+    """The mountpoint cannot be used, or the kernel refused the mount."""
+
+
+def open_store_tree(url: str, options: MountOptions) -> VDir:
+    """The production tree factory (imported lazily: the views pull in the whole core)."""
+    from zarrfs.views.tree import open_tree
+
+    return open_tree(url, options)
+
+
+def default_tree_factory() -> TreeFactory:
+    """``open_store_tree``, unless the test-only ``$ZARRFS_TEST_TREE_FACTORY`` names another."""
+    spec = os.environ.get(TEST_TREE_FACTORY_ENV)
+    if not spec:
+        return open_store_tree
+    module, _, name = spec.partition(":")
+    factory: TreeFactory = getattr(importlib.import_module(module), name)
+    return factory
+
+
+def check_mountpoint(mountpoint: str) -> None:
+    """Refuse a missing, non-directory, already mounted or dead mountpoint with a clear reason."""
+    if runtime.mount_info(mountpoint) is not None:
+        raise MountError(
+            f"{mountpoint} is already a mount point (try `zarrfs umount {mountpoint}`)"
+        )
+    try:
+        mode = os.stat(mountpoint).st_mode
+    except FileNotFoundError:
+        raise MountError(f"mount point {mountpoint} does not exist") from None
+    except OSError as exc:
+        raise MountError(f"mount point {mountpoint}: {exc.strerror}") from None
+    if not stat.S_ISDIR(mode):
+        raise MountError(f"mount point {mountpoint} is not a directory")
+
+
+def kernel_options(options: MountOptions, fsname: str) -> set[str]:
+    """The libfuse option set: fsname/subtype for /proc/mounts and findmnt, plus -o flags."""
+    escaped = fsname.replace("\\", "\\\\").replace(",", "\\,")
+    chosen = {f"fsname={escaped}", "subtype=zarrfs"}
+    for flag in ("ro", "allow_other", "default_permissions", "auto_unmount"):
+        if getattr(options, flag):
+            chosen.add(flag)
+    return chosen
+
+
+class Status:
+    """Where the daemon reports "live" or why it failed: the status pipe, else stderr."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+        self.failure: str | None = None
+        if fd is not None:
+            os.set_inheritable(fd, False)  # fusermount3 & co. must not hold the parent waiting
+
+    def _send(self, line: str) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.write(self._fd, (line.replace("\n", " ") + "\n").encode())
+            os.close(self._fd)
+        except OSError:
+            pass  # the waiting parent is gone; the daemon carries on
+        self._fd = None
+
+    def live(self) -> None:
+        self._send("live")
+
+    def failed(self, message: str) -> None:
+        self.failure = message
+        if self._fd is None:
+            print(f"zarrfs: {message}", file=sys.stderr)
+        log.error("%s", message)
+        self._send(f"error {message}")
+
+
+@dataclass
+class _Loop:
+    ops: ZarrOperations
+    mountpoint: str
+    url: str
+    status: Status
+    systemd: bool
+    signalled: bool = False
+    live: bool = False
+
+
+def run(
+    url: str,
+    mountpoint: str,
+    options: MountOptions,
+    tree_factory: TreeFactory,
+    *,
+    status_fd: int | None = None,
+    systemd: bool = False,
+) -> int:
+    """Mount ``tree_factory(url, options)`` on ``mountpoint`` and serve it; the exit status."""
+    status = Status(status_fd)
+    mountpoint = os.path.abspath(mountpoint)
+    try:
+        check_mountpoint(mountpoint)
+    except MountError as exc:
+        status.failed(str(exc))
+        return 1
+    try:
+        tree = tree_factory(url, options)
+    except ZarrFSError as exc:
+        status.failed(f"cannot open {url}: {exc}")
+        return 1
+    except Exception as exc:
+        log.debug("opening %s", url, exc_info=True)
+        status.failed(f"cannot open {url}: {type(exc).__name__}: {exc}")
+        return 1
+    loop = _Loop(ZarrOperations(tree, options), mountpoint, url, status, systemd)
+    code = 0
+    try:
+        trio.run(_serve, loop, kernel_options(options, url))
+    except MountError as exc:
+        status.failed(str(exc))
+        code = 1
+    except Exception:
+        log.exception("the FUSE main loop failed; unmounted")
+        code = 1
+    finally:
+        runtime.remove_pid_file(mountpoint)
+        if systemd:
+            runtime.sd_notify("STOPPING=1")
+        code = _shutdown(tree) or code
+    if status.failure is not None:
+        code = 1
+    if loop.live:
+        log.info("unmounted %s", mountpoint)
+    return code
+
+
+def _shutdown(tree: VDir) -> int:
+    """Flush and close the tree after the mount is gone; 1 if data may have been lost."""
+    code = 0
+    for step in ("flush_all", "close"):
+        try:
+            getattr(tree, step)()
+        except Exception:
+            log.exception("%s of the tree failed while shutting down", step)
+            code = 1
+    return code
+
+
+async def _serve(loop: _Loop, fuse_options: set[str]) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        try:
+            pyfuse3.init(loop.ops, loop.mountpoint, fuse_options)
+        except RuntimeError as exc:
+            raise MountError(f"cannot mount on {loop.mountpoint}: {exc}") from None
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_watch_signals, loop, signals)
+                nursery.start_soon(_announce_when_live, loop)
+                await pyfuse3.main()
+                nursery.cancel_scope.cancel()
+        finally:
+            # libfuse skips the unmount when the kernel already dropped the connection
+            pyfuse3.close(unmount=True)
+
+
+async def _watch_signals(loop: _Loop, signals: trio.abc.ReceiveChannel[int]) -> None:
+    async for signum in signals:
+        log.info("%s received: unmounting %s", signal.Signals(signum).name, loop.mountpoint)
+        if loop.systemd:
+            runtime.sd_notify("STOPPING=1")
+        loop.signalled = True
+        pyfuse3.terminate()
+        return
+
+
+def _wait_until_live(mountpoint: str) -> None:
+    deadline = time.monotonic() + LIVE_TIMEOUT_S
+    while True:
+        try:
+            if os.path.ismount(mountpoint):
+                os.stat(mountpoint)
+                return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise MountError(f"{mountpoint} does not answer: {exc.strerror}") from None
+        if time.monotonic() > deadline:
+            raise MountError(f"{mountpoint} did not become a mount point")
+        time.sleep(0.02)
+
+
+async def _announce_when_live(loop: _Loop) -> None:
+    try:
+        await trio.to_thread.run_sync(_wait_until_live, loop.mountpoint, abandon_on_cancel=True)
+    except MountError as exc:
+        loop.status.failed(str(exc))
+        pyfuse3.terminate()
+        return
+    loop.live = True
+    runtime.write_pid_file(loop.mountpoint)
+    if loop.systemd:
+        runtime.sd_notify(f"READY=1\nSTATUS=serving {loop.url} on {loop.mountpoint}")
+    log.info("mounted %s on %s (pid %d)", loop.url, loop.mountpoint, os.getpid())
+    loop.status.live()
+
+
+# -- the other side: the `zarrfs mount` parent and `zarrfs umount` ----------------------------
+
+
+def spawn(cli_args: list[str], mountpoint: str) -> int:
+    """Run ``zarrfs <cli_args> --status-fd N`` detached; 0 once it reports the mount live."""
+    mountpoint = os.path.abspath(mountpoint)
+    log_path = runtime.log_file(mountpoint)
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    read_fd, write_fd = os.pipe()
+    try:
+        with open(log_path, "wb") as log_out, open(os.devnull, "r+b") as null:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "zarrfs", *cli_args, "--status-fd", str(write_fd)],
+                stdin=null,
+                stdout=null,
+                stderr=log_out,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                cwd="/",
+                env=env,
+            )
+        os.close(write_fd)
+        reply = _read_status(read_fd, SPAWN_TIMEOUT_S)
+    except KeyboardInterrupt:
+        child.terminate()
+        print("zarrfs: interrupted; the mount daemon was stopped", file=sys.stderr)
+        return 130
+    finally:
+        os.close(read_fd)
+    if reply == "live":
+        return 0
+    if reply.startswith("error "):
+        print(f"zarrfs: {reply[6:]}", file=sys.stderr)
+        for line in _libfuse_complaints(log_path):
+            print(f"  {line}", file=sys.stderr)
+    elif reply == "":
+        code = child.poll()
+        print(
+            f"zarrfs: the mount daemon exited (status {code}) before the mount was live; "
+            f"its log is {log_path}",
+            file=sys.stderr,
+        )
+    else:
+        child.terminate()
+        print(f"zarrfs: no answer from the mount daemon within {SPAWN_TIMEOUT_S:g} s; stopped it",
+              file=sys.stderr)  # fmt: skip
+    return 1
+
+
+def _libfuse_complaints(log_path: os.PathLike[str]) -> list[str]:
+    """What libfuse/fusermount3 printed (the reason a mount was refused)."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            return [line.rstrip() for line in f if line.startswith(("fuse:", "fusermount"))]
+    except OSError:
+        return []
+
+
+def _read_status(fd: int, timeout: float) -> str:
+    """One line from the status pipe: ``live``, ``error ...``, "" (EOF) or "timeout"."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while b"\n" not in data:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout"
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    return data.split(b"\n", 1)[0].decode(errors="replace")
+
+
+def unmount(mountpoint: str, *, lazy: bool = False, timeout: float = 120.0) -> int:
+    """``zarrfs umount``: unmount, then wait until the daemon has flushed and exited."""
+    mountpoint = os.path.abspath(mountpoint)
+    found = runtime.mount_info(mountpoint)
+    if found is None:
+        print(f"zarrfs: {mountpoint} is not mounted", file=sys.stderr)
+        return 1
+    if found[0] != runtime.FSTYPE:
+        print(f"zarrfs: {mountpoint} is a {found[0]} mount, not zarrfs", file=sys.stderr)
+        return 1
+    pid = runtime.find_daemon(mountpoint)
+    command = ["fusermount3", "-u", *(["-z"] if lazy else []), mountpoint]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        print("zarrfs: fusermount3 not found (install the fuse3 package)", file=sys.stderr)
+        return 1
+    if result.returncode != 0:
+        reason = result.stderr.strip()
+        if "busy" in reason.lower():
+            reason = (
+                f"{mountpoint} is busy: a process has a file open or its working directory "
+                "there; close it and retry, or use `zarrfs umount --lazy`"
+            )
+        print(f"zarrfs: cannot unmount: {reason}", file=sys.stderr)
+        return 1
+    deadline = time.monotonic() + timeout
+    while pid is not None and runtime.process_alive(pid):
+        if time.monotonic() > deadline:
+            print(
+                f"zarrfs: {mountpoint} is unmounted but its daemon (pid {pid}) is still running "
+                f"after {timeout:g} s (still flushing?)",
+                file=sys.stderr,
+            )
+            return 1
+        time.sleep(0.05)
+    return 0

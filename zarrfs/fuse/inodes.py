@@ -1,0 +1,151 @@
+"""Inode numbers and kernel lookup counts for the virtual tree (DESIGN §5 "fuse/ ... inodes").
+
+A node is named by its path: a tuple of names from the root (the root is ``()``).
+
+Invariants:
+- The root is ``pyfuse3.ROOT_INODE`` and is never freed.
+- Any other path gets the number ``number_for(path)``: a 63-bit hash of the path. The same path
+  therefore gets the same inode number every time it is looked up, for the life of the mount
+  (and across mounts), without the table remembering paths the kernel has forgotten -- a
+  ``find`` over millions of chunk files costs memory only for what the kernel still holds.
+- The table holds exactly the inodes the kernel knows: an entry is created by the first
+  ``remember`` (lookup, create, mkdir, or a readdirplus entry the kernel accepted) and freed when
+  ``forget`` brings its lookup count to zero.
+- Two live entries never share a number: on a hash collision with a live entry of another path
+  the next free number is taken (probing); that path keeps the probed number while it is live.
+- While an entry is live its path maps to it (``by_path``). ``moved`` (rename) re-keys the moved
+  entry and every live entry below it; ``detach`` (unlink, rmdir, or the target of a rename)
+  unhooks an entry from its path so a new node at that path gets a fresh entry, while the old
+  inode keeps serving the kernel's references until it is forgotten.
+- Only the trio thread touches the table (no locking): worker threads receive nodes, never
+  entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyfuse3
+
+from zarrfs.views.base import VNode
+
+log = logging.getLogger(__name__)
+
+Path = tuple[str, ...]
+
+_MASK = (1 << 63) - 1
+#: numbers a path never gets: 0 (invalid) and the root
+_RESERVED = frozenset({0, pyfuse3.ROOT_INODE})
+#: ``Entry.cache_token`` before the first open
+NEVER_OPENED = object()
+
+
+def path_hash(path: Path) -> int:
+    """The preferred inode number of ``path`` (stable across processes)."""
+    digest = hashlib.blake2b(b"/".join(os.fsencode(name) for name in path), digest_size=8)
+    return int.from_bytes(digest.digest(), "little") & _MASK
+
+
+@dataclass(eq=False)
+class Entry:
+    """One inode the kernel knows."""
+
+    inode: int
+    #: None once detached (unlinked or replaced by a rename)
+    path: Path | None
+    node: VNode
+    lookups: int = 0
+    #: ``VFile.cache_token()`` seen at the previous open (decides ``keep_cache``)
+    cache_token: object = field(default=NEVER_OPENED)
+
+
+class InodeTable:
+    """inode <-> path <-> node, with the kernel's lookup counts."""
+
+    def __init__(self, root: VNode, hash_path: Callable[[Path], int] = path_hash) -> None:
+        self._hash = hash_path
+        self._root = Entry(pyfuse3.ROOT_INODE, (), root, lookups=1)
+        self._by_inode: dict[int, Entry] = {pyfuse3.ROOT_INODE: self._root}
+        self._by_path: dict[Path, Entry] = {(): self._root}
+
+    def __len__(self) -> int:
+        """Live entries, the root included."""
+        return len(self._by_inode)
+
+    def get(self, inode: int) -> Entry | None:
+        return self._by_inode.get(inode)
+
+    def at(self, path: Path) -> Entry | None:
+        """The live entry currently at ``path``."""
+        return self._by_path.get(path)
+
+    def number_for(self, path: Path) -> int:
+        """The inode number ``remember(path, ...)`` gives (without registering anything)."""
+        entry = self._by_path.get(path)
+        if entry is not None:
+            return entry.inode
+        inode = self._hash(path) & _MASK
+        while inode in _RESERVED or inode in self._by_inode:
+            inode = (inode + 1) & _MASK
+        return inode
+
+    def remember(self, path: Path, node: VNode) -> Entry:
+        """Count one more kernel reference to ``path`` (now served by ``node``)."""
+        entry = self._by_path.get(path)
+        if entry is None:
+            entry = Entry(self.number_for(path), path, node)
+            self._by_inode[entry.inode] = entry
+            self._by_path[path] = entry
+        entry.node = node
+        if entry is not self._root:
+            entry.lookups += 1
+        return entry
+
+    def forget(self, inode: int, count: int) -> None:
+        """The kernel dropped ``count`` references; free the entry when none are left."""
+        entry = self._by_inode.get(inode)
+        if entry is None or entry is self._root:
+            if entry is None:
+                log.debug("forget of unknown inode %d", inode)
+            return
+        entry.lookups -= count
+        if entry.lookups > 0:
+            return
+        del self._by_inode[inode]
+        if entry.path is not None and self._by_path.get(entry.path) is entry:
+            del self._by_path[entry.path]
+
+    def detach(self, path: Path) -> None:
+        """``path`` and everything below it no longer exist (unlink, rmdir, replaced)."""
+        for entry in self._below(path):
+            del self._by_path[entry.path]  # type: ignore[arg-type]
+            entry.path = None
+
+    def moved(self, old: Path, new: Path) -> None:
+        """Rename: the subtree at ``old`` is now at ``new`` (whatever was at ``new`` is gone)."""
+        if old == new:
+            return
+        moving = self._below(old)
+        self.detach(new)
+        for entry in moving:
+            del self._by_path[entry.path]  # type: ignore[arg-type]
+        for entry in moving:
+            entry.path = new + entry.path[len(old) :]  # type: ignore[index]
+            self._by_path[entry.path] = entry
+
+    def _below(self, path: Path) -> list[Entry]:
+        """Live entries at ``path`` or under it (never the root)."""
+        if not path:
+            return []
+        entry = self._by_path.get(path)
+        found = [entry] if entry is not None else []
+        if entry is None or entry.node.is_dir:
+            depth = len(path)
+            found.extend(
+                e for p, e in self._by_path.items() if len(p) > depth and p[:depth] == path
+            )
+        return found

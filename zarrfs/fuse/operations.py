@@ -1,0 +1,464 @@
+"""FUSE requests -> virtual-node calls (DESIGN §2 the mounted tree, §4 semantics, §5 rules).
+
+``ZarrOperations`` only translates: it resolves inodes and file handles, runs the node call in a
+worker thread through ``Offload``, and turns the result into pyfuse3 structures. Content, caching
+of data, validation and durability belong to the nodes (``zarrfs.views``).
+
+Invariants (developer notes):
+- Only ``FUSEError`` leaves a handler: every handler is wrapped by ``_translate``, which sends any
+  other exception through the one errno table (``zarrfs.fuse.errors``). ``forget`` never raises.
+- Handlers touch the inode and handle tables only in the trio thread; worker threads get nodes.
+- Lookup counts: +1 for lookup, create and mkdir replies, and for a readdirplus entry only when
+  ``readdir_reply`` accepted it; ``forget`` subtracts (see ``inodes``).
+- readdir offsets name entries: the entry at index ``i`` of the listing snapshot taken at
+  ``opendir`` carries ``next_id = i + 1``, so offsets stay valid while the listing is read, even
+  if the directory changes meanwhile.
+- Kernel caching, chosen here and nowhere else:
+  * attribute and entry timeouts: ``DEFAULT_TIMEOUTS`` (1 s read-write, 10 s read-only) unless
+    ``-o attr_timeout=``. Consistency is close-to-open (every ``open`` revalidates the node), so
+    the timeout only bounds how stale ``stat``/``ls`` may be; 1 s keeps sizes changed by other
+    writers visible quickly while sparing the store a ``stat`` storm from ``ls -l``/``find``.
+  * page cache: kept across opens (``keep_cache``) only when ``VFile.cache_token()`` is not None
+    and equals the token of the previous open of that inode; otherwise the kernel drops it.
+  * ``direct_io`` when the node asks for it (content generated per read).
+  * negative lookups are not cached (ENOENT, not a zero inode): new arrays appear at once.
+- ``supports_dot_lookup`` is off (no NFS export), so the kernel never looks up ``.``/``..``.
+- Permissions: modes come from the node, masked by ``-o umask=`` and with write bits cleared on
+  read-only mounts; owner and group are ``-o uid=``/``gid=`` (default: the mounting user). They
+  are not stored, so ``chmod``/``chown`` succeed only when they change nothing and are refused
+  with EPERM otherwise; time updates (``touch``) are accepted and ignored.
+- Extended attributes are the node's ``xattrs()``; they are derived, so setting or removing one
+  is ENOTSUP (which ``cp -a``/``rsync -X`` treat as "no xattr support", not as a failure).
+- ``flush`` (every ``close``) makes the written bytes durable and returns its error to
+  ``close()``; ``release`` errors reach no process and are only logged.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import itertools
+import logging
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pyfuse3
+
+from zarrfs.core.errors import NodeNotFound, ZarrFSError
+from zarrfs.fuse.errors import fuse_error
+from zarrfs.fuse.inodes import Entry, InodeTable, Path
+from zarrfs.fuse.offload import Offload
+from zarrfs.fuse.options import MountOptions
+from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
+
+log = logging.getLogger(__name__)
+
+#: attribute/entry timeout in seconds, by "is the mount read-only"
+DEFAULT_TIMEOUTS = {False: 1.0, True: 10.0}
+#: ``st_blksize`` when the node has no preference (the kernel's largest read request)
+DEFAULT_BLKSIZE = 128 * 1024
+#: flush/fsync/release may encode and upload a lot: their deadline is this many request deadlines
+FLUSH_DEADLINE_FACTOR = 10
+#: children stat'ed per worker call while listing a directory
+READDIR_BATCH = 128
+#: what ``statfs`` reports as capacity (object stores have no fixed size): 1 PiB
+_STATFS_BYTES = 1 << 50
+_STATFS_FRSIZE = 4096
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+@dataclass(eq=False)
+class OpenFile:
+    path: Path | None
+    handle: VHandle
+    writable: bool
+
+
+@dataclass(eq=False)
+class DirListing:
+    """An open directory: the name snapshot and the children prepared for the next reply."""
+
+    path: Path
+    node: VDir
+    names: list[str]
+    #: (index, name, node, stat) for indexes in [prepared_from, prepared_to)
+    prepared: list[tuple[int, str, VNode, Stat]] = field(default_factory=list)
+    prepared_from: int = 0
+    prepared_to: int = 0
+
+
+def _translate(method: F) -> F:
+    """Let only FUSEError out of a handler; everything else goes through the errno table."""
+
+    @functools.wraps(method)
+    async def handler(self: ZarrOperations, *args: Any) -> Any:
+        try:
+            return await method(self, *args)
+        except pyfuse3.FUSEError:
+            raise
+        except Exception as exc:
+            raise fuse_error(exc, self.describe(method.__name__, args)) from None
+
+    return handler  # type: ignore[return-value]
+
+
+def _show(path: Path | None) -> str:
+    return "(removed)" if path is None else "/" + "/".join(path)
+
+
+def _fail(code: int) -> pyfuse3.FUSEError:
+    return pyfuse3.FUSEError(code)
+
+
+# -- blocking helpers: these run in worker threads -------------------------------------------
+
+
+def _lookup_child(parent: VDir, name: str) -> tuple[VNode, Stat]:
+    node = parent.lookup(name)
+    if node is None:
+        parent.refresh()  # a miss may be a node created by another store client
+        node = parent.lookup(name)
+    if node is None:
+        raise NodeNotFound(name)
+    return node, node.stat()
+
+
+def _list_dir(node: VDir) -> list[str]:
+    node.refresh()
+    return list(node.names())
+
+
+def _prepare_children(
+    node: VDir, names: Sequence[str], start: int, stop: int
+) -> list[tuple[int, str, VNode, Stat]]:
+    prepared = []
+    for index in range(start, stop):
+        name = names[index]
+        try:
+            child = node.lookup(name)
+            if child is not None:
+                prepared.append((index, name, child, child.stat()))
+        except ZarrFSError as exc:  # one broken child must not hide its siblings
+            log.debug("listing skips %r: %s", name, exc)
+    return prepared
+
+
+def _open_file(node: VFile, write: bool, truncate: bool) -> tuple[VHandle, object]:
+    handle = node.open(write=write, truncate=truncate)
+    return handle, node.cache_token()
+
+
+def _create_file(
+    parent: VDir, name: str, write: bool, truncate: bool
+) -> tuple[VFile, VHandle, object, Stat]:
+    node = parent.create(name)
+    handle, token = _open_file(node, write, truncate)
+    return node, handle, token, node.stat()
+
+
+def _make_dir(parent: VDir, name: str) -> tuple[VDir, Stat]:
+    node = parent.mkdir(name)
+    return node, node.stat()
+
+
+class ZarrOperations(pyfuse3.Operations):
+    """Serves a ``VDir`` tree through pyfuse3."""
+
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+
+    def __init__(self, root: VDir, options: MountOptions) -> None:
+        super().__init__()
+        self.inodes = InodeTable(root)
+        self.offload = Offload(options.threads, options.timeout)
+        self._flush_deadline = options.timeout * FLUSH_DEADLINE_FACTOR
+        self._ro = options.ro
+        self._umask = options.umask | (0o222 if options.ro else 0)
+        self._uid = os.getuid() if options.uid is None else options.uid
+        self._gid = os.getgid() if options.gid is None else options.gid
+        timeout = options.attr_timeout
+        self._timeout = DEFAULT_TIMEOUTS[options.ro] if timeout is None else timeout
+        self._files: dict[int, OpenFile] = {}
+        self._dirs: dict[int, DirListing] = {}
+        self._handles = itertools.count(1)
+        #: replaced in unit tests, which have no kernel to reply to
+        self.readdir_reply: Callable[..., bool] = pyfuse3.readdir_reply
+
+    # -- tables -------------------------------------------------------------------------------
+
+    def _entry(self, inode: int) -> Entry:
+        entry = self.inodes.get(inode)
+        if entry is None:
+            raise _fail(errno.ESTALE)
+        return entry
+
+    def _dir(self, inode: int) -> tuple[Path, VDir]:
+        """A directory that still has a path (not removed)."""
+        entry = self._entry(inode)
+        if not isinstance(entry.node, VDir):
+            raise _fail(errno.ENOTDIR)
+        if entry.path is None:
+            raise _fail(errno.ENOENT)
+        return entry.path, entry.node
+
+    def _file(self, fh: int) -> OpenFile:
+        handle = self._files.get(fh)
+        if handle is None:
+            raise _fail(errno.EBADF)
+        return handle
+
+    def describe(self, op: str, args: Sequence[Any]) -> str:
+        """``"read /a/b"``: the request for log lines."""
+        path: Path | None = None
+        if args and isinstance(args[0], int):
+            if op in ("read", "write", "flush", "fsync", "release"):
+                held = self._files.get(args[0])
+                path = held.path if held else None
+            elif op in ("readdir", "releasedir"):
+                listing = self._dirs.get(args[0])
+                path = listing.path if listing else None
+            else:
+                entry = self.inodes.get(args[0])
+                path = entry.path if entry else None
+        if path is not None and len(args) > 1 and isinstance(args[1], bytes):
+            path = path + (os.fsdecode(args[1]),)
+        return f"{op} {_show(path)}"
+
+    def attributes(self, inode: int, st: Stat) -> pyfuse3.EntryAttributes:
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = inode
+        attrs.generation = 0
+        attrs.entry_timeout = self._timeout
+        attrs.attr_timeout = self._timeout
+        attrs.st_mode = st.mode & ~self._umask
+        attrs.st_nlink = 1  # also for directories: "subdirectory count unknown" (no leaf opt.)
+        attrs.st_uid = self._uid
+        attrs.st_gid = self._gid
+        attrs.st_rdev = 0
+        attrs.st_size = st.size
+        attrs.st_blksize = st.blksize or DEFAULT_BLKSIZE
+        stored = st.size if st.stored_bytes is None else st.stored_bytes
+        attrs.st_blocks = -(-stored // 512)
+        attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = st.mtime_ns
+        return attrs
+
+    def _open_handle(self, entry: Entry, node: VFile, handle: VHandle, write: bool,
+                     token: object) -> pyfuse3.FileInfo:  # fmt: skip
+        keep = token is not None and token == entry.cache_token
+        entry.cache_token = token
+        fh = next(self._handles)
+        self._files[fh] = OpenFile(entry.path, handle, write)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=keep, direct_io=node.direct_io)
+
+    # -- lookup and attributes ------------------------------------------------------------------
+
+    @_translate
+    async def lookup(self, parent_inode: int, name: bytes, ctx: Any) -> pyfuse3.EntryAttributes:
+        path, parent = self._dir(parent_inode)
+        child, st = await self.offload(_lookup_child, parent, os.fsdecode(name))
+        entry = self.inodes.remember(path + (os.fsdecode(name),), child)
+        return self.attributes(entry.inode, st)
+
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+        for inode, count in inode_list:
+            try:
+                self.inodes.forget(inode, count)
+            except Exception:  # forget has no request to fail: never let it end the main loop
+                log.exception("forget(%d, %d) failed", inode, count)
+
+    @_translate
+    async def getattr(self, inode: int, ctx: Any) -> pyfuse3.EntryAttributes:
+        entry = self._entry(inode)
+        return self.attributes(inode, await self.offload(entry.node.stat))
+
+    @_translate
+    async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes,
+                      fields: pyfuse3.SetattrFields, fh: int | None,
+                      ctx: Any) -> pyfuse3.EntryAttributes:  # fmt: skip
+        entry = self._entry(inode)
+        current = self.attributes(inode, await self.offload(entry.node.stat))
+        if (
+            (fields.update_mode and attr.st_mode & 0o7777 != current.st_mode & 0o7777)
+            or (fields.update_uid and attr.st_uid != current.st_uid)
+            or (fields.update_gid and attr.st_gid != current.st_gid)
+        ):
+            raise _fail(errno.EPERM)
+        if not fields.update_size:
+            return current
+        if not isinstance(entry.node, VFile):
+            raise _fail(errno.EISDIR)
+        if self._ro:
+            raise _fail(errno.EROFS)
+        await self.offload(entry.node.truncate, attr.st_size)
+        return self.attributes(inode, await self.offload(entry.node.stat))
+
+    # -- files ----------------------------------------------------------------------------------
+
+    @_translate
+    async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
+        entry = self._entry(inode)
+        if not isinstance(entry.node, VFile):
+            raise _fail(errno.EISDIR)
+        write = flags & os.O_ACCMODE != os.O_RDONLY
+        if write and self._ro:
+            raise _fail(errno.EROFS)
+        handle, token = await self.offload(_open_file, entry.node, write, bool(flags & os.O_TRUNC))
+        return self._open_handle(entry, entry.node, handle, write, token)
+
+    @_translate
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
+                     ctx: Any) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:  # fmt: skip
+        path, parent = self._dir(parent_inode)
+        if self._ro:
+            raise _fail(errno.EROFS)
+        write = flags & os.O_ACCMODE != os.O_RDONLY
+        node, handle, token, st = await self.offload(
+            _create_file, parent, os.fsdecode(name), write, bool(flags & os.O_TRUNC)
+        )
+        entry = self.inodes.remember(path + (os.fsdecode(name),), node)
+        return self._open_handle(entry, node, handle, write, token), self.attributes(
+            entry.inode, st
+        )
+
+    @_translate
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return await self.offload(self._file(fh).handle.read, off, size)
+
+    @_translate
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        held = self._file(fh)
+        if not held.writable:
+            raise _fail(errno.EBADF)
+        return await self.offload(held.handle.write, off, buf)
+
+    @_translate
+    async def flush(self, fh: int) -> None:
+        held = self._file(fh)
+        if held.writable:
+            await self.offload(held.handle.flush, deadline=self._flush_deadline)
+
+    @_translate
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        await self.offload(self._file(fh).handle.flush, deadline=self._flush_deadline)
+
+    @_translate
+    async def release(self, fh: int) -> None:
+        held = self._files.pop(fh, None)
+        if held is None:
+            return
+        try:
+            await self.offload(held.handle.release, deadline=self._flush_deadline)
+        except Exception as exc:  # no process waits for this answer: log, never raise
+            fuse_error(exc, f"release {_show(held.path)} (close() already returned)")
+
+    # -- directories ----------------------------------------------------------------------------
+
+    @_translate
+    async def opendir(self, inode: int, ctx: Any) -> int:
+        path, node = self._dir(inode)
+        names = await self.offload(_list_dir, node)
+        fh = next(self._handles)
+        self._dirs[fh] = DirListing(path, node, names)
+        return fh
+
+    @_translate
+    async def readdir(self, fh: int, start_id: int, token: Any) -> None:
+        listing = self._dirs.get(fh)
+        if listing is None:
+            raise _fail(errno.EBADF)
+        index = start_id
+        while index < len(listing.names):
+            if not listing.prepared_from <= index < listing.prepared_to:
+                stop = min(index + READDIR_BATCH, len(listing.names))
+                listing.prepared = await self.offload(
+                    _prepare_children, listing.node, listing.names, index, stop
+                )
+                listing.prepared_from, listing.prepared_to = index, stop
+            for position, name, child, st in listing.prepared:
+                if position < index:
+                    continue
+                path = listing.path + (name,)
+                attrs = self.attributes(self.inodes.number_for(path), st)
+                if not self.readdir_reply(token, os.fsencode(name), attrs, position + 1):
+                    return
+                self.inodes.remember(path, child)
+            index = listing.prepared_to
+
+    @_translate
+    async def releasedir(self, fh: int) -> None:
+        self._dirs.pop(fh, None)
+
+    @_translate
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int,
+                    ctx: Any) -> pyfuse3.EntryAttributes:  # fmt: skip
+        path, parent = self._dir(parent_inode)
+        if self._ro:
+            raise _fail(errno.EROFS)
+        node, st = await self.offload(_make_dir, parent, os.fsdecode(name))
+        entry = self.inodes.remember(path + (os.fsdecode(name),), node)
+        return self.attributes(entry.inode, st)
+
+    @_translate
+    async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
+        path, parent = self._dir(parent_inode)
+        await self.offload(parent.unlink, os.fsdecode(name))
+        self.inodes.detach(path + (os.fsdecode(name),))
+
+    @_translate
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
+        path, parent = self._dir(parent_inode)
+        await self.offload(parent.rmdir, os.fsdecode(name))
+        self.inodes.detach(path + (os.fsdecode(name),))
+
+    @_translate
+    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
+                     name_new: bytes, flags: int, ctx: Any) -> None:  # fmt: skip
+        old_path, old_parent = self._dir(parent_inode_old)
+        new_path, new_parent = self._dir(parent_inode_new)
+        old_name, new_name = os.fsdecode(name_old), os.fsdecode(name_new)
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            raise _fail(errno.EINVAL)
+        if flags & pyfuse3.RENAME_NOREPLACE:
+            if await self.offload(new_parent.lookup, new_name) is not None:
+                raise _fail(errno.EEXIST)
+        await self.offload(old_parent.rename, old_name, new_parent, new_name)
+        self.inodes.moved(old_path + (old_name,), new_path + (new_name,))
+
+    # -- extended attributes and statfs ---------------------------------------------------------
+
+    @_translate
+    async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
+        values = await self.offload(self._entry(inode).node.xattrs)
+        value = values.get(os.fsdecode(name))
+        if value is None:
+            raise _fail(pyfuse3.ENOATTR)
+        return value
+
+    @_translate
+    async def listxattr(self, inode: int, ctx: Any) -> list[bytes]:
+        values = await self.offload(self._entry(inode).node.xattrs)
+        return [os.fsencode(name) for name in values]
+
+    @_translate
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
+        raise _fail(errno.ENOTSUP)
+
+    @_translate
+    async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
+        values = await self.offload(self._entry(inode).node.xattrs)
+        raise _fail(errno.ENOTSUP if os.fsdecode(name) in values else pyfuse3.ENOATTR)
+
+    @_translate
+    async def statfs(self, ctx: Any) -> pyfuse3.StatvfsData:
+        data = pyfuse3.StatvfsData()
+        data.f_bsize = DEFAULT_BLKSIZE
+        data.f_frsize = _STATFS_FRSIZE
+        data.f_blocks = _STATFS_BYTES // _STATFS_FRSIZE
+        data.f_bfree = data.f_bavail = 0 if self._ro else data.f_blocks
+        data.f_files = 1 << 32
+        data.f_ffree = data.f_favail = 0 if self._ro else data.f_files - len(self.inodes)
+        data.f_namemax = 255
+        return data

@@ -1,0 +1,200 @@
+"""The daemon's process environment: logging, systemd notification, pid files, mount table.
+
+Invariants:
+- Logging goes to stderr. When stderr is the journal (``JOURNAL_STREAM`` names the same
+  device:inode as fd 2) every line starts with ``<N>``, the syslog priority journald reads; else
+  lines carry a timestamp and level.
+- ``sd_notify`` is a best-effort datagram to ``$NOTIFY_SOCKET`` (no dependency on libsystemd); it
+  never raises.
+- One pid file per mountpoint in ``runtime_dir()``: ``$ZARRFS_RUNTIME_DIR`` if set, else
+  ``/run/zarrfs`` for root, ``$XDG_RUNTIME_DIR/zarrfs`` or ``/tmp/zarrfs-<uid>`` otherwise. The
+  daemon writes it once the mount is live and removes it when it exits; ``zarrfs umount`` reads it
+  to wait for that exit. The daemon's log file (when it runs detached) sits next to it.
+- Mount-table questions are answered from ``/proc/self/mountinfo``, never by touching the
+  mountpoint (a dead FUSE mount makes ``stat`` fail or hang).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FSTYPE = "fuse.zarrfs"
+_PRIORITIES = {
+    logging.DEBUG: 7,
+    logging.INFO: 6,
+    logging.WARNING: 4,
+    logging.ERROR: 3,
+    logging.CRITICAL: 2,
+}
+
+
+class _JournalFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        priority = _PRIORITIES.get(record.levelno, 6)
+        text = super().format(record)
+        return "\n".join(f"<{priority}>{line}" for line in text.splitlines())
+
+
+def stderr_is_journal() -> bool:
+    """True when stderr is connected to journald (systemd sets ``JOURNAL_STREAM``)."""
+    stream = os.environ.get("JOURNAL_STREAM", "")
+    device, _, inode = stream.partition(":")
+    try:
+        st = os.fstat(2)
+    except OSError:
+        return False
+    return (
+        device.isdigit()
+        and inode.isdigit()
+        and (st.st_dev, st.st_ino)
+        == (
+            int(device),
+            int(inode),
+        )
+    )
+
+
+def setup_logging(level: str) -> None:
+    """Send zarrfs' (and pyfuse3's) log records to stderr at ``level``."""
+    handler = logging.StreamHandler(sys.stderr)
+    if stderr_is_journal():
+        handler.setFormatter(_JournalFormatter("%(name)s: %(message)s"))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+
+
+def sd_notify(message: str) -> bool:
+    """Send ``message`` (e.g. ``"READY=1"``) to systemd; False when not run by systemd."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.sendto(message.encode(), address)
+    except OSError as exc:
+        log.warning("cannot notify systemd (%s): %s", address, exc)
+        return False
+    return True
+
+
+def runtime_dir() -> Path:
+    """Where pid and log files live (created 0700 on demand)."""
+    override = os.environ.get("ZARRFS_RUNTIME_DIR")
+    if override:
+        path = Path(override)
+    elif os.geteuid() == 0:
+        path = Path("/run/zarrfs")
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "zarrfs"
+    else:
+        path = Path(f"/tmp/zarrfs-{os.geteuid()}")
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def _key(mountpoint: str) -> str:
+    slug = mountpoint.strip("/").replace("/", "-")[-60:] or "root"
+    digest = hashlib.blake2b(os.fsencode(mountpoint), digest_size=4).hexdigest()
+    return f"{slug}.{digest}"
+
+
+def pid_file(mountpoint: str) -> Path:
+    return runtime_dir() / f"{_key(mountpoint)}.pid"
+
+
+def log_file(mountpoint: str) -> Path:
+    return runtime_dir() / f"{_key(mountpoint)}.log"
+
+
+def write_pid_file(mountpoint: str) -> Path:
+    path = pid_file(mountpoint)
+    scratch = path.with_suffix(f".tmp{os.getpid()}")
+    scratch.write_text(f"{os.getpid()}\n{mountpoint}\n")
+    scratch.replace(path)
+    return path
+
+
+def remove_pid_file(mountpoint: str) -> None:
+    path = pid_file(mountpoint)
+    try:
+        if path.read_text().split("\n", 1)[0] == str(os.getpid()):
+            path.unlink()
+    except OSError:
+        pass
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie has finished: it only waits to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [os.fsdecode(arg) for arg in f.read().split(b"\0") if arg]
+    except OSError:
+        return []
+
+
+def _serves(pid: int, mountpoint: str) -> bool:
+    args = _cmdline(pid)
+    return mountpoint in args and "umount" not in args and any("zarrfs" in a for a in args)
+
+
+def find_daemon(mountpoint: str) -> int | None:
+    """The pid of the daemon serving ``mountpoint``: its pid file, else a scan of /proc."""
+    try:
+        pid = int(pid_file(mountpoint).read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        pid = None
+    if pid is not None and process_alive(pid) and _serves(pid, mountpoint):
+        return pid
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid() and _serves(int(entry), mountpoint):
+            if process_alive(int(entry)):
+                return int(entry)
+    return None
+
+
+def _unescape(field: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as octal ``\\NNN``."""
+    raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), os.fsencode(field))
+    return os.fsdecode(raw)
+
+
+def mount_info(mountpoint: str) -> tuple[str, str, int] | None:
+    """``(fstype, source, device number)`` of the last mount on ``mountpoint``, or None."""
+    found = None
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) < 10 or _unescape(fields[4]) != mountpoint:
+                continue
+            sep = fields.index("-", 6)
+            major, minor = fields[2].split(":")
+            found = (
+                fields[sep + 1],
+                _unescape(fields[sep + 2]),
+                os.makedev(int(major), int(minor)),
+            )
+    return found
