@@ -292,7 +292,11 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         return Stat(is_dir=True, writable=self.writable)
 
     def view_names(self) -> list[str]:
-        return [v for v in ("data.raw", "data.npy") if self.ctx.view_enabled(v)]
+        """The data and header views present for the current array (``info.json`` "views")."""
+        from zarrfs.views.legacy import present_headers
+
+        names = [v for v in ("data.raw", "data.npy") if self.ctx.view_enabled(v)]
+        return names + present_headers(self.array(), self.ctx.byte_order, self.ctx.view_enabled)
 
     def names(self) -> list[str]:
         from zarrfs.views.tree import metadata_names
@@ -302,12 +306,15 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         return sorted(names | set(self.scratch_names()))
 
     def lookup(self, name: str) -> VNode | None:
+        from zarrfs.views.legacy import HEADER_VIEWS, render_header
         from zarrfs.views.tree import metadata_file
 
         if name == "data.raw" and self.ctx.view_enabled(name):
             return DataFile(self.ctx, self.path, npy=False)
         if name == "data.npy" and self.ctx.view_enabled(name):
             return DataFile(self.ctx, self.path, npy=True)
+        if name in HEADER_VIEWS and name in self.view_names():
+            return GeneratedFile(lambda: render_header(name, self.array(), self.ctx.byte_order))
         if name == "chunks":
             return ChunksDir(self.ctx, self.path)
         if name == "info.json":

@@ -7,6 +7,7 @@ from typing import Any
 
 from zarrfs.core.array import ZarrArray
 from zarrfs.views.headers import view_dtype
+from zarrfs.views.legacy import imagej_params
 
 
 def _shard_info(arr: ZarrArray) -> dict[str, Any]:
@@ -39,6 +40,8 @@ def array_info(arr: ZarrArray, byte_order: str, views: list[str]) -> dict[str, A
         "decoded_bytes": arr.nbytes,
         "stored_bytes": arr.stored_bytes(),
         "views": views,
+        # "File > Import > Raw" settings for data.raw (null when ImageJ cannot open it)
+        "imagej": imagej_params(arr.dtype, arr.shape, byte_order),
     }
     return info
 
