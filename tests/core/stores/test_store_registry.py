@@ -152,3 +152,14 @@ def test_lazy_module_entries(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_empty_path() -> None:
     with pytest.raises(StoreError):
         open_store("")
+
+
+def test_store_url_reopens_the_same_store(directory: Path, archive: Path) -> None:
+    local = open_store(str(directory))
+    again = open_store(local.url)
+    assert isinstance(again, LocalStore) and again.root == local.root
+    zipped = open_store(str(archive))
+    reopened = open_store(zipped.url)
+    assert isinstance(reopened, ZipStore) and reopened.path == str(archive)
+    zipped.close()
+    reopened.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import struct
@@ -367,3 +368,16 @@ def test_crc_of_deflate_checked(tmp_path: Path) -> None:
     path.write_bytes(data)
     with pytest.raises(CorruptDataError, match="CRC"):
         ZipStore(path).get("k")
+
+
+def test_descriptor_released_on_close_and_on_collection(tmp_path: Path) -> None:
+    path = build_zip(tmp_path / "s.zip", {"k": b"v"}, zipfile.ZIP_STORED)
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        ZipStore(path).get("k")
+    gc.collect()
+    store = ZipStore(path)
+    store.close()
+    store.close()
+    assert len(os.listdir("/proc/self/fd")) == before

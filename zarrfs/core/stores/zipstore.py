@@ -29,6 +29,7 @@ import os
 import stat
 import struct
 import threading
+import weakref
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -142,6 +143,8 @@ class ZipStore(Store):
             os.close(self._fd)
             raise
         self._dirs = _directory_index(self._members)
+        # the descriptor is closed by close() or, failing that, when the store is collected
+        self._finalizer = weakref.finalize(self, os.close, self._fd)
 
     def __repr__(self) -> str:
         return f"ZipStore({self.path!r})"
@@ -182,7 +185,7 @@ class ZipStore(Store):
                 "zip store %s: ignoring %d member(s) whose names are not safe keys: %s",
                 self.path,
                 len(refused),
-                ", ".join(repr(n) for n in refused[:10]),
+                ", ".join(repr(n[:80]) for n in refused[:10]),
             )
         return members
 
@@ -264,25 +267,39 @@ class ZipStore(Store):
             return _zip_lzma(first)
         raise StoreError(f"{self.url}: {m.key!r}: unsupported zip compression method {m.method}")
 
+    def _block(self, m: _Member, pos: int, left: int) -> bytes:
+        """The next compressed block (the archive may have shrunk since it was opened)."""
+        block = self._pread(min(_BLOCK, left), pos)
+        if not block:
+            raise CorruptDataError("archive ends inside the member's data", m.key)
+        return block
+
     def _inflate(self, m: _Member, data_start: int, want: int) -> bytes:
         """The first ``want`` decoded bytes of a compressed member, never decoding more than
         ``want`` (+1 to detect overlong data when ``want`` is the whole member)."""
         pos, left = data_start, m.compress_size
-        block = self._pread(min(_BLOCK, left), pos)
+        block = self._block(m, pos, left) if left else b""
         pos, left = pos + len(block), left - len(block)
         try:
             dec, skip = self._decompressor(m, block)
             block = block[skip:]
             parts: list[bytes] = []
-            produced = 0
+            produced = stalls = 0
             while produced < want and not dec.eof:
+                fresh = bool(block)
                 if not block and dec.needs_input and left:
-                    block = self._pread(min(_BLOCK, left), pos)
-                    pos, left = pos + len(block), left - len(block)
+                    block = self._block(m, pos, left)
+                    pos, left, fresh = pos + len(block), left - len(block), True
                 out = dec.decompress(block, want - produced)
                 block = b""
-                if not out and dec.needs_input and not left:
-                    break  # input exhausted and nothing pending
+                if not out:
+                    if dec.needs_input and not left:
+                        break  # input exhausted and nothing pending
+                    stalls = 0 if fresh else stalls + 1
+                    if stalls > 2:
+                        raise CorruptDataError("decompressor makes no progress", m.key)
+                    continue
+                stalls = 0
                 parts.append(out)
                 produced += len(out)
             if produced < want:
@@ -296,18 +313,23 @@ class ZipStore(Store):
         return b"".join(parts)
 
     def _check_end(self, m: _Member, dec: _Decompressor, block: bytes, pos: int, left: int) -> None:
-        """After ``file_size`` bytes the stream must end: one more byte means it lies."""
+        """After ``file_size`` bytes the stream must end: one more byte means it lies.
+        ``block`` is compressed input not yet fed to ``dec``."""
+        stalls = 0
         while not dec.eof:
-            if not block and dec.needs_input and left:
-                block = self._pread(min(_BLOCK, left), pos)
+            if not block and dec.needs_input:
+                if not left:
+                    raise CorruptDataError("compressed stream is truncated", m.key)
+                block = self._block(m, pos, left)
                 pos, left = pos + len(block), left - len(block)
             if dec.decompress(block, 1):
                 raise CorruptDataError(
                     f"decompressed data is longer than the declared {m.file_size} bytes", m.key
                 )
+            stalls = 0 if block else stalls + 1
             block = b""
-            if dec.needs_input and not left and not dec.eof:
-                raise CorruptDataError("compressed stream is truncated", m.key)
+            if stalls > 2:
+                raise CorruptDataError("decompressor makes no progress", m.key)
 
     def size(self, key: str) -> int | None:
         check_key(key)
@@ -336,9 +358,8 @@ class ZipStore(Store):
 
     def close(self) -> None:
         with self._lock:
-            fd, self._fd = self._fd, -1
-        if fd >= 0:
-            os.close(fd)
+            self._fd = -1
+        self._finalizer()  # closes the descriptor once
 
 
 def _encoded_name(info: zipfile.ZipInfo) -> bytes:
