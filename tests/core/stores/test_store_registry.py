@@ -156,6 +156,7 @@ def test_empty_path() -> None:
 
 def test_store_url_reopens_the_same_store(directory: Path, archive: Path) -> None:
     local = open_store(str(directory))
+    assert isinstance(local, LocalStore)
     again = open_store(local.url)
     assert isinstance(again, LocalStore) and again.root == local.root
     zipped = open_store(str(archive))
