@@ -10,7 +10,7 @@ the subcommand name. This package holds what they share:
 - :func:`walk` visits the nodes of a store depth-first, in name order, including the nodes
   skipped because their metadata is invalid (``Hierarchy.problems``), so both tools see the
   same tree;
-- :func:`human_size` and :func:`format_shape` for readable output.
+- :func:`human_size`, :func:`format_shape` and :func:`plural` for readable output.
 
 The tools open stores read-only and never import zarr-python, pyfuse3 or trio.
 """
@@ -52,6 +52,11 @@ def format_shape(shape: tuple[int, ...] | list[int]) -> str:
     if len(shape) == 1:
         return f"({shape[0]},)"
     return "(" + ",".join(str(n) for n in shape) + ")"
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 array``, ``2 arrays``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def default_jobs() -> int:

@@ -22,7 +22,7 @@ Invariants:
 - memory is bounded: at most ``jobs`` chunks (or shards, plus one decoded inner chunk each) are
   held at a time; no decoded data is cached; at most ``2 * jobs`` checks are queued;
 - the progress bar goes to stderr only when stderr is a terminal and the run lasts more than
-  ``Progress.delay`` seconds; findings go to stdout as they are found.
+  ``PROGRESS_DELAY`` seconds; findings go to stdout as they are found.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from zarrfs.core.metadata.model import ArrayMetadata
 from zarrfs.core.sharding import format as shard_format
 from zarrfs.core.stores.base import Store
 from zarrfs.core.stores.registry import open_store
-from zarrfs.tools import default_jobs, human_size, open_hierarchy, run_tool, walk
+from zarrfs.tools import default_jobs, human_size, open_hierarchy, plural, run_tool, walk
 
 Coords = tuple[int, ...]
 
@@ -51,6 +51,8 @@ Coords = tuple[int, ...]
 _METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zattrs"})
 #: damaged inner chunks named in one shard's report before the rest are only counted
 _MAX_INNER_REASONS = 3
+#: seconds a run must last before the progress bar appears (short runs stay silent)
+PROGRESS_DELAY = 1.0
 
 
 @dataclass(frozen=True)
@@ -411,7 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _summary(report: CheckReport) -> str:
     inner = f" ({report.inner_chunks} inner chunks)" if report.inner_chunks else ""
     head = (
-        f"checked {report.arrays} arrays: {report.chunks_stored} stored chunks{inner}, "
+        f"checked {plural(report.arrays, 'array')}: "
+        f"{plural(report.chunks_stored, 'stored chunk')}{inner}, "
         f"{human_size(report.bytes_read)} read"
     )
     counts: dict[str, int] = {}
@@ -430,7 +433,8 @@ def _run(args: argparse.Namespace) -> int:
         stdout.flush()
 
     def make_bar(total: int) -> Progress:
-        bar.append(Progress(stderr, total, enabled=not args.quiet and _isatty(stderr)))
+        enabled = not args.quiet and _isatty(stderr)
+        bar.append(Progress(stderr, total, enabled=enabled, delay=PROGRESS_DELAY))
         return bar[0]
 
     with open_store(args.store, read_only=True) as store:

@@ -36,7 +36,7 @@ from zarrfs.core.hierarchy import Node
 from zarrfs.core.metadata.model import ArrayMetadata
 from zarrfs.core.stores.base import Store
 from zarrfs.core.stores.registry import open_store
-from zarrfs.tools import Entry, format_shape, human_size, open_hierarchy, run_tool, walk
+from zarrfs.tools import Entry, format_shape, human_size, open_hierarchy, plural, run_tool, walk
 
 #: metadata document names never counted as stored chunk bytes
 _METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zattrs"})
@@ -254,7 +254,7 @@ def render_text(doc: Mapping[str, Any], entries: list[Entry]) -> str:
                 out.append(f"{pad}{key:<18} {value}")
     s = doc["summary"]
     out.append(
-        f"{s['groups']} groups, {s['arrays']} arrays, {s['invalid']} skipped; "
+        f"{plural(s['groups'], 'group')}, {plural(s['arrays'], 'array')}, {s['invalid']} skipped; "
         f"{human_size(s['decoded_bytes'])} decoded, {human_size(s['stored_bytes'])} stored"
     )
     return "\n".join(out) + "\n"
