@@ -1,0 +1,235 @@
+"""Writes through a real mount: ordinary tools write, the store is read back by zarr-python and
+tensorstore and compared with a numpy model of the writes."""
+
+from __future__ import annotations
+
+import errno
+import json
+import mmap
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorstore as ts
+import zarr
+
+pytestmark = pytest.mark.timeout(300)
+
+CHAINS = {
+    "gzip": dict(compressors=[zarr.codecs.GzipCodec(level=1)]),
+    "blosc-crc": dict(compressors=[zarr.codecs.BloscCodec(cname="zstd"), zarr.codecs.Crc32cCodec()]),
+    "sharded": dict(shards=(16, 32, 32), compressors=[zarr.codecs.BloscCodec(cname="lz4")]),
+    "transpose": dict(filters=[zarr.codecs.TransposeCodec(order=[2, 0, 1])],
+                      compressors=[zarr.codecs.ZstdCodec()]),
+}
+SHAPE, CHUNKS = (24, 40, 36), (8, 16, 16)
+
+
+def make_store(root: Path, fill=0.0) -> dict[str, np.ndarray]:
+    g = zarr.open_group(str(root), mode="w")
+    models = {}
+    rng = np.random.default_rng(1)
+    for name, kw in CHAINS.items():
+        a = g.create_array(name, shape=SHAPE, chunks=CHUNKS, dtype="<f4", fill_value=fill, **kw)
+        data = rng.random(SHAPE, dtype="f4")
+        a[:12] = data[:12]
+        models[name] = a[...]
+    return models
+
+
+def read_back(root: Path, name: str) -> tuple[np.ndarray, np.ndarray]:
+    z = zarr.open_array(str(root / name), mode="r")[...]
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(root / name) + "/"}},
+                open=True).result().read().result()
+    return z, np.asarray(t)
+
+
+def assert_store_equals(root: Path, name: str, model: np.ndarray) -> None:
+    z, t = read_back(root, name)
+    assert z.shape == model.shape and t.shape == model.shape
+    assert z.tobytes() == model.tobytes(), f"{name}: zarr-python disagrees with the model"
+    assert t.tobytes() == model.tobytes(), f"{name}: tensorstore disagrees with the model"
+
+
+@pytest.fixture
+def store(tmp_path):
+    root = tmp_path / "w.zarr"
+    return root, make_store(root)
+
+
+@pytest.mark.parametrize("name", list(CHAINS))
+def test_pwrite_any_offset_then_unmount(store, mounter, name):
+    root, models = store
+    model = models[name].copy()
+    flat = model.reshape(-1).view(np.uint8)
+    m = mounter(root, "writeback=0")
+    raw = m.path / name / "data.raw"
+    rng = np.random.default_rng(5)
+    fd = os.open(raw, os.O_RDWR)
+    try:
+        for _ in range(60):
+            off = int(rng.integers(0, flat.size - 1))
+            n = int(rng.integers(1, min(70000, flat.size - off)))
+            data = rng.integers(0, 255, n, dtype=np.uint8)
+            data[: n - n % 4].view("<f4")[np.isnan(data[: n - n % 4].view("<f4"))] = 0
+            assert os.pwrite(fd, data.tobytes(), off) == n
+            flat[off : off + n] = data
+        # read-your-writes before any flush
+        assert os.pread(fd, flat.size, 0) == flat.tobytes()
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    # a whole chunk set to the fill value is deleted from the store
+    zero = np.zeros(CHUNKS, "<f4")
+    m_chunk = m.path / name / "chunks"
+    if name != "sharded":
+        (m_chunk / "2.0.0").write_bytes(zero.tobytes())
+        model[16:24, 0:16, 0:16] = 0
+    assert m.unmount() == 0
+    assert_store_equals(root, name, model)
+    if name != "sharded":
+        assert not (root / name / "c" / "2" / "0" / "0").exists()
+
+
+def test_cp_tofile_and_shell_redirect_overwrite_in_place(store, mounter, tmp_path):
+    root, models = store
+    m = mounter(root, "writeback=0")
+    new = np.random.default_rng(2).random(SHAPE, dtype="f4")
+    src = tmp_path / "new.raw"
+    new.tofile(src)
+    subprocess.run(["cp", str(src), str(m.path / "gzip" / "data.raw")], check=True)
+    new.tofile(m.path / "blosc-crc" / "data.raw")  # numpy opens with O_TRUNC
+    subprocess.run(["sh", "-c", f"cat {src} > {m.path}/sharded/data.raw"], check=True)
+    for name in ("gzip", "blosc-crc", "sharded"):
+        assert os.stat(m.path / name / "data.raw").st_size == new.nbytes
+        assert (m.path / name / "data.raw").read_bytes() == new.tobytes()
+    # the data part of data.npy: np.save of an equal-shaped array rewrites the same header
+    np.save(m.path / "transpose" / "data.npy", new)
+    assert np.load(m.path / "transpose" / "data.npy").tobytes() == new.tobytes()
+    assert m.unmount() == 0
+    for name in CHAINS:
+        assert_store_equals(root, name, new)
+
+
+def test_truncate_and_growth_resize_axis0(store, mounter):
+    root, models = store
+    m = mounter(root, "writeback=0")
+    raw = m.path / "gzip" / "data.raw"
+    row = 40 * 36 * 4
+    os.truncate(raw, 10 * row)  # shrink to 10 rows
+    assert os.stat(raw).st_size == 10 * row
+    with open(raw, "r+b") as f:  # write past the end: grows to 30 rows, gap = fill
+        f.seek(29 * row)
+        f.write(np.full(40 * 36, 7, "<f4").tobytes())
+    for bad in (10 * row + 4, 1):
+        with pytest.raises(OSError) as err:
+            os.truncate(raw, bad)
+        assert err.value.errno == errno.EINVAL
+    assert m.unmount() == 0
+    model = np.zeros((30, 40, 36), "f4")
+    model[:10] = models["gzip"][:10]
+    model[29] = 7
+    assert_store_equals(root, "gzip", model)
+    assert json.loads((root / "gzip" / "zarr.json").read_text())["shape"] == [30, 40, 36]
+
+
+def test_mmap_writes_persist(store, mounter):
+    root, models = store
+    m = mounter(root, "writeback=0")
+    raw = m.path / "sharded" / "data.raw"
+    mm = np.memmap(raw, dtype="<f4", mode="r+", shape=SHAPE)
+    mm[3:5, 10:30, 5:9] = 42.5
+    mm.flush()
+    del mm
+    with open(raw, "r+b") as f:
+        with mmap.mmap(f.fileno(), 0) as mp:
+            mp[0:4] = np.float32(-1.25).tobytes()
+            mp.flush()
+    model = models["sharded"].copy()
+    model[3:5, 10:30, 5:9] = 42.5
+    model[0, 0, 0] = -1.25
+    assert m.unmount() == 0
+    assert_store_equals(root, "sharded", model)
+
+
+def test_metadata_edits_with_editors(store, mounter):
+    root, _ = store
+    m = mounter(root, "writeback=0")
+    d = m.path / "gzip"
+    (d / "attributes.json").write_text('{"units": "K", "n": 1}')
+    subprocess.run(["sed", "-i", "s/\"K\"/\"degC\"/", str(d / "attributes.json")], check=True)
+    subprocess.run(
+        ["sh", "-c", f"jq '.n = 2' {d}/attributes.json > {d}/tmp.json && mv {d}/tmp.json {d}/attributes.json"],
+        check=True,
+    )
+    assert json.loads((d / "attributes.json").read_text()) == {"units": "degC", "n": 2}
+    subprocess.run(
+        ["vim.tiny", "-E", "-s", "-n", "-c", "%s/degC/kelvin/", "-c", "wq", str(d / "attributes.json")],
+        check=True, timeout=30,
+    )
+    assert json.loads((d / "attributes.json").read_text())["units"] == "kelvin"
+    assert not [n for n in os.listdir(d) if n.startswith("tmp") or n.endswith(".swp")]
+    # refused edits: invalid JSON, data type change; a log line says why; nothing changes
+    with pytest.raises(OSError) as err:
+        with open(d / "attributes.json", "w") as f:
+            f.write("{broken")
+    assert err.value.errno == errno.EINVAL
+    doc = json.loads((d / "zarr.json").read_text())
+    doc["data_type"] = "float64"
+    with pytest.raises(OSError) as err:
+        with open(d / "zarr.json", "w") as f:
+            f.write(json.dumps(doc))
+    assert err.value.errno == errno.EINVAL
+    assert "re-encoding" in m.log()
+    # a shape change through zarr.json resizes
+    doc = json.loads((d / "zarr.json").read_text())
+    doc["shape"] = [12, 40, 36]
+    (d / "zarr.json").write_text(json.dumps(doc, indent=2))
+    assert os.stat(d / "data.raw").st_size == 12 * 40 * 36 * 4
+    # deleting views is refused
+    with pytest.raises(OSError) as err:
+        os.unlink(d / "data.raw")
+    assert err.value.errno == errno.EPERM
+    # mkdir makes a group; an array zarr.json written into it makes an array
+    os.mkdir(m.path / "newgroup")
+    os.mkdir(m.path / "newgroup" / "arr")
+    arr_doc = json.loads((d / "zarr.json").read_text())
+    arr_doc["shape"] = [4, 5, 6]
+    arr_doc["attributes"] = {}
+    (m.path / "newgroup" / "arr" / "zarr.json").write_text(json.dumps(arr_doc))
+    new = np.arange(120, dtype="<f4").reshape(4, 5, 6)
+    with open(m.path / "newgroup" / "arr" / "data.raw", "r+b") as f:
+        f.write(new.tobytes())
+    assert m.unmount() == 0
+    assert zarr.open_array(str(root / "gzip")).attrs["units"] == "kelvin"
+    assert zarr.open_array(str(root / "gzip")).shape == (12, 40, 36)
+    assert zarr.open_array(str(root / "gzip")).dtype == np.float32
+    assert (zarr.open_array(str(root / "newgroup" / "arr"))[...] == new).all()
+
+
+def test_read_only_mount_gives_erofs(store, mounter):
+    root, _ = store
+    m = mounter(root, "ro")
+    for target in ("gzip/data.raw", "gzip/attributes.json", "gzip/chunks/0.0.0"):
+        with pytest.raises(OSError) as err:
+            open(m.path / target, "r+b")
+        assert err.value.errno == errno.EROFS
+    with pytest.raises(OSError) as err:
+        os.mkdir(m.path / "x")
+    assert err.value.errno == errno.EROFS
+
+
+def test_close_to_open_sees_other_writers(store, mounter):
+    root, models = store
+    m = mounter(root)
+    raw = m.path / "gzip" / "data.raw"
+    assert raw.read_bytes() == models["gzip"].tobytes()
+    z = zarr.open_array(str(root / "gzip"), mode="r+")
+    z.resize((20, 40, 36))
+    z[0] = 5.0
+    # open() revalidates the metadata: the new shape and the new chunk contents are seen
+    data = raw.read_bytes()
+    assert len(data) == 20 * 40 * 36 * 4
+    assert np.frombuffer(data, "<f4").reshape(20, 40, 36)[0].tolist() == np.full((40, 36), 5.0).tolist()
