@@ -14,7 +14,8 @@ The daemon serves it when ``$ZARRFS_TEST_TREE_FACTORY=fuse_fake_tree:open_fake_t
     /scratch/           a writable directory: create, mkdir, unlink, rmdir, rename
 
 ``fake://broken`` fails to open with StoreError. When ``$ZARRFS_FAKE_EVENTS`` names a file, the
-root appends ``flush_all`` and ``close`` lines to it, so tests can see the shutdown sequence.
+root appends ``flush_all`` and ``close`` lines to it, so tests can see the shutdown sequence;
+``$ZARRFS_FAKE_FLUSH_DELAY`` (seconds) makes ``flush_all`` slow.
 """
 
 from __future__ import annotations
@@ -235,6 +236,7 @@ class FakeRoot(MemDir):
                 f.write(what + "\n")
 
     def flush_all(self) -> None:
+        time.sleep(float(os.environ.get("ZARRFS_FAKE_FLUSH_DELAY", "0")))
         self._event("flush_all")
 
     def close(self) -> None:

@@ -9,8 +9,9 @@
 Teardown runs in reverse order whatever fails (``try/finally`` around each acquired resource).
 
 The "live" protocol: a mount is live when ``os.path.ismount`` is true and a ``stat`` of its root
-(answered by this very process, from a worker thread) succeeds. Only then does the daemon write
-its pid file, tell systemd ``READY=1`` (``--systemd``) and write ``live`` to the status pipe.
+(answered by this very process, from a worker thread) succeeds. Only then does the daemon tell
+systemd ``READY=1`` (``--systemd``) and write ``live`` to the status pipe. (Its pid file is
+written as soon as the kernel accepted the mount, so ``zarrfs umount`` can always find it.)
 A failure before that point is written to the status pipe as ``error <message>`` (or printed,
 in the foreground) and the daemon exits 1.
 
@@ -215,6 +216,7 @@ async def _serve(loop: _Loop, fuse_options: set[str]) -> None:
             pyfuse3.init(loop.ops, loop.mountpoint, fuse_options)
         except RuntimeError as exc:
             raise MountError(f"cannot mount on {loop.mountpoint}: {exc}") from None
+        runtime.write_pid_file(loop.mountpoint)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_watch_signals, loop, signals)
@@ -259,7 +261,6 @@ async def _announce_when_live(loop: _Loop) -> None:
         pyfuse3.terminate()
         return
     loop.live = True
-    runtime.write_pid_file(loop.mountpoint)
     if loop.systemd:
         runtime.sd_notify(f"READY=1\nSTATUS=serving {loop.url} on {loop.mountpoint}")
     log.info("mounted %s on %s (pid %d)", loop.url, loop.mountpoint, os.getpid())

@@ -1,0 +1,216 @@
+"""ZarrOperations driven directly (no kernel): lookup counting, caching flags, errno rules."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+from typing import Any
+
+import pyfuse3
+import pytest
+import trio
+from fuse_fake_tree import MANY, PATTERN, SIZE, MemFile, build_tree
+
+from zarrfs.fuse.operations import DEFAULT_TIMEOUTS, READDIR_BATCH, ZarrOperations
+from zarrfs.fuse.options import MountOptions, parse_options
+
+ROOT = pyfuse3.ROOT_INODE
+pytestmark = pytest.mark.timeout(30)
+
+
+def make_ops(options: str = "") -> ZarrOperations:
+    return ZarrOperations(
+        build_tree(read_only="ro" in options.split(",")), parse_options([options])
+    )
+
+
+def run(fn: Any, *args: Any) -> Any:
+    return trio.run(fn, *args)
+
+
+def lookup(ops: ZarrOperations, *path: str) -> pyfuse3.EntryAttributes:
+    async def walk() -> pyfuse3.EntryAttributes:
+        inode = ROOT
+        attrs = None
+        for name in path:
+            attrs = await ops.lookup(inode, name.encode(), None)
+            inode = attrs.st_ino
+        return attrs
+
+    return run(walk)
+
+
+def test_attributes() -> None:
+    ops = make_ops("uid=7,gid=8,umask=022")
+    attrs = lookup(ops, "data.bin")
+    assert attrs.st_size == SIZE and attrs.st_blocks == 2 and attrs.st_blksize == 128 * 1024
+    assert (attrs.st_uid, attrs.st_gid, attrs.st_nlink) == (7, 8, 1)
+    assert attrs.st_mode == stat.S_IFREG | 0o644
+    assert attrs.attr_timeout == attrs.entry_timeout == DEFAULT_TIMEOUTS[False]
+    assert lookup(ops, "scratch").st_mode == stat.S_IFDIR | 0o755
+    ro = make_ops("ro")
+    assert lookup(ro, "data.bin").st_mode == stat.S_IFREG | 0o444
+    assert lookup(ro, "data.bin").attr_timeout == DEFAULT_TIMEOUTS[True]
+    assert lookup(make_ops("attr_timeout=0"), "data.bin").attr_timeout == 0
+    default = ZarrOperations(build_tree(), MountOptions())
+    assert lookup(default, "hello.txt").st_uid == os.getuid()
+
+
+def test_only_fuse_errors_leave_handlers() -> None:
+    ops = make_ops()
+
+    async def main() -> None:
+        with pytest.raises(pyfuse3.FUSEError) as info:
+            await ops.lookup(ROOT, b"missing", None)
+        assert info.value.errno == errno.ENOENT
+        with pytest.raises(pyfuse3.FUSEError) as info:
+            await ops.getattr(987654321, None)
+        assert info.value.errno == errno.ESTALE
+        boom = await ops.lookup(ROOT, b"boom.bin", None)
+        fi = await ops.open(boom.st_ino, os.O_RDONLY, None)
+        with pytest.raises(pyfuse3.FUSEError) as info:
+            await ops.read(fi.fh, 0, 10)  # ZeroDivisionError inside the node
+        assert info.value.errno == errno.EIO
+        assert await ops.read(fi.fh, 4096, 4) == PATTERN[4096:4100]
+        with pytest.raises(pyfuse3.FUSEError) as info:
+            await ops.read(999, 0, 1)
+        assert info.value.errno == errno.EBADF
+
+    run(main)
+
+
+def test_keep_cache_follows_the_cache_token() -> None:
+    ops = make_ops()
+    inode = lookup(ops, "data.bin").st_ino
+    node = ops.inodes.get(inode).node
+
+    async def open_twice() -> list[bool]:
+        flags = []
+        for _ in range(2):
+            fi = await ops.open(inode, os.O_RDONLY, None)
+            flags.append(fi.keep_cache)
+            await ops.release(fi.fh)
+        return flags
+
+    assert run(open_twice) == [False, True]
+    node.generation += 1  # content changed behind the kernel's back
+    assert run(open_twice) == [False, True]
+
+    class Uncached(MemFile):
+        def cache_token(self) -> object:
+            return None
+
+    ops.inodes.get(ROOT).node.children["plain"] = Uncached(b"abc", writable=False)
+    inode = lookup(ops, "plain").st_ino
+    assert run(open_twice) == [False, False]
+
+
+def test_open_passes_write_and_truncate_and_ro_refuses() -> None:
+    ops = make_ops()
+    seen: list[tuple[bool, bool]] = []
+    data = ops.inodes.get(ROOT).node.children["data.bin"]
+    original = data.open
+    data.open = lambda write, truncate: seen.append((write, truncate)) or original(write, truncate)
+    inode = lookup(ops, "data.bin").st_ino
+
+    async def main() -> None:
+        for flags in (os.O_RDONLY, os.O_WRONLY | os.O_TRUNC, os.O_RDWR):
+            await ops.release((await ops.open(inode, flags, None)).fh)
+
+    run(main)
+    assert seen == [(False, False), (True, True), (True, False)]
+
+    ro = make_ops("ro")
+    inode = lookup(ro, "data.bin").st_ino
+    with pytest.raises(pyfuse3.FUSEError) as info:
+        run(ro.open, inode, os.O_WRONLY, None)
+    assert info.value.errno == errno.EROFS
+
+
+def test_readdir_counts_only_accepted_entries_and_resumes_by_offset() -> None:
+    ops = make_ops()
+    big = lookup(ops, "big").st_ino
+    table_before = len(ops.inodes)
+    replies: list[tuple[str, int, int]] = []
+    budget = [0]
+
+    def reply(token: Any, name: bytes, attrs: pyfuse3.EntryAttributes, next_id: int) -> bool:
+        if budget[0] == 0:
+            return False
+        budget[0] -= 1
+        replies.append((name.decode(), attrs.st_ino, next_id))
+        return True
+
+    ops.readdir_reply = reply
+
+    async def list_all() -> None:
+        fh = await ops.opendir(big, None)
+        offset = 0
+        while True:
+            budget[0] = 37  # the kernel buffer fits 37 entries per call
+            before = len(replies)
+            await ops.readdir(fh, offset, None)
+            if len(replies) == before:
+                break
+            offset = replies[-1][2]
+        await ops.releasedir(fh)
+
+    run(list_all)
+    assert [name for name, _, _ in replies] == [f"f{i:05d}" for i in range(MANY)]
+    assert [next_id for _, _, next_id in replies] == list(range(1, MANY + 1))
+    assert len(ops.inodes) == table_before + MANY  # one entry per accepted reply
+    for name, inode, _ in replies[:3]:
+        entry = ops.inodes.get(inode)
+        assert entry.lookups == 1 and entry.path == ("big", name)
+    # the kernel forgets them all: the table shrinks back
+    run(ops.forget, [(inode, 1) for _, inode, _ in replies])
+    assert len(ops.inodes) == table_before
+    assert READDIR_BATCH < MANY  # several worker batches were needed
+
+
+def test_rejected_readdir_entry_is_not_counted() -> None:
+    ops = make_ops()
+    ops.readdir_reply = lambda token, name, attrs, next_id: False
+    sub = lookup(ops, "sub").st_ino
+    before = len(ops.inodes)
+
+    async def main() -> None:
+        fh = await ops.opendir(sub, None)
+        await ops.readdir(fh, 0, None)
+
+    run(main)
+    assert len(ops.inodes) == before
+
+
+def test_rename_flags_and_release_errors(caplog) -> None:
+    ops = make_ops()
+    scratch = lookup(ops, "scratch").st_ino
+
+    async def main() -> None:
+        for name in (b"a", b"b"):
+            fi, _ = await ops.create(scratch, name, 0o644, os.O_WRONLY | os.O_CREAT, None)
+            await ops.release(fi.fh)
+        with pytest.raises(pyfuse3.FUSEError) as info:
+            await ops.rename(scratch, b"a", scratch, b"b", pyfuse3.RENAME_NOREPLACE, None)
+        assert info.value.errno == errno.EEXIST
+        with pytest.raises(pyfuse3.FUSEError) as info:
+            await ops.rename(scratch, b"a", scratch, b"b", pyfuse3.RENAME_EXCHANGE, None)
+        assert info.value.errno == errno.EINVAL
+        await ops.rename(scratch, b"a", scratch, b"c", 0, None)
+        assert ops.inodes.at(("scratch", "c")) is not None
+
+        data = await ops.lookup(ROOT, b"flushfail.bin", None)
+        fi = await ops.open(data.st_ino, os.O_WRONLY, None)
+        handle = ops._files[fi.fh].handle
+
+        def failing_release() -> None:
+            raise OSError("release exploded")
+
+        handle.release = failing_release
+        await ops.release(fi.fh)  # logged, not raised
+
+    with caplog.at_level(logging.ERROR):
+        run(main)
+    assert any("release /flushfail.bin" in r.getMessage() for r in caplog.records)
