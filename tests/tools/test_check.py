@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import struct
 import sys
@@ -209,6 +210,36 @@ def test_several_damaged_objects_each_reported_once(
     assert damaged_keys(out) == ["inner/c/0/0", "sub/crc/c/0/0", "sub/crc/c/2/2"]
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_chain_with_codecs_around_sharding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """[transpose, sharding_indexed]: whole shards are decoded through the chain."""
+    import numpy as np
+    import zarr
+    from zarr.codecs import BytesCodec, ShardingCodec, TransposeCodec
+
+    path = tmp_path / "t.zarr"
+    arr = zarr.create_array(
+        str(path),
+        shape=(8, 6),
+        chunks=(4, 6),
+        dtype="int32",
+        filters=[TransposeCodec(order=[1, 0])],
+        serializer=ShardingCodec(chunk_shape=(2, 2), codecs=[BytesCodec()]),
+        compressors=None,
+    )
+    arr[:] = np.arange(48, dtype="int32").reshape(8, 6)
+    codecs = json.loads((path / "zarr.json").read_text())["codecs"]
+    assert [c["name"] for c in codecs] == ["transpose", "sharding_indexed"]
+    assert run(capsys, str(path))[0] == 0
+    shard = path / "c" / "1" / "0"
+    shard.write_bytes(shard.read_bytes()[:-30])
+    rc, out, _ = run(capsys, str(path))
+    assert rc == 1
+    assert damaged_keys(out) == ["c/1/0"]
+
+
 def test_quiet_prints_only_the_damage(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     flip_byte(store / "sub" / "crc" / "c" / "0" / "1", 4)
     rc, out, err = run(capsys, str(store), "-q")
@@ -308,6 +339,16 @@ def test_progress_bar_on_a_terminal(
     assert "chunks/s" in bar and "/s" in bar
     assert bar.endswith("\r")  # erased at the end
     assert "OK" in capsys.readouterr().out
+
+
+def test_no_bar_when_stderr_is_not_a_terminal(
+    store: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check, "PROGRESS_DELAY", 0.0)
+    rc, out, err = run(capsys, str(store), "-j", "1")
+    assert rc == 0
+    assert err == ""
+    assert "\r" not in out
 
 
 def test_no_bar_when_quiet_on_a_terminal(

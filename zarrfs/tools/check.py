@@ -212,13 +212,16 @@ class Task:
 def plan(
     store: Store, node: Node, checker: ArrayChecker
 ) -> tuple[Iterable[Task], int, list[Finding]]:
-    """(tasks, number of tasks, stray-key findings) for one array."""
+    """(tasks, number of tasks, stray-key findings) for one array.
+
+    Only the chunk keys are kept until the run (tasks are made as they are consumed), so a
+    listed array of a million chunks costs its key strings, not a million task objects."""
     if not store.listable:
         tasks = (Task(checker, store, checker.key(c)) for c in checker.grid.all_chunks())
         return tasks, checker.grid.nchunks, []
     prefix = f"{node.path}/" if node.path else ""
     skip = _METADATA_NAMES | set(node.format.metadata_keys(node.metadata))
-    found: list[Task] = []
+    keys: list[str] = []
     stray: list[Finding] = []
     for key in sorted(store.list_prefix(prefix)):
         if key[len(prefix) :] in skip:
@@ -229,8 +232,8 @@ def plan(
                 Finding("stray", key, f"not a chunk key of array /{node.path} (grid {grid})")
             )
         else:
-            found.append(Task(checker, store, key))
-    return found, len(found), stray
+            keys.append(key)
+    return (Task(checker, store, key) for key in keys), len(keys), stray
 
 
 # ----------------------------------------------------------------------------- progress
