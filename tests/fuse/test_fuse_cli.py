@@ -11,8 +11,15 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import REPO, force_unmount, stop_process, wait_for_mount, zarrfs_cmd, zarrfs_env
 from fuse_fake_tree import HELLO
+from fuse_mount_helpers import (
+    REPO,
+    force_unmount,
+    stop_process,
+    wait_for_mount,
+    zarrfs_cmd,
+    zarrfs_env,
+)
 
 from zarrfs import cli
 from zarrfs.fuse import runtime

@@ -24,6 +24,7 @@ from zarrfs.fuse.errors import errno_for, fuse_error
         (core.StoreTimeout("x"), errno.EIO),
         (core.ConflictError("x"), errno.EIO),
         (core.ReadOnlyError("x"), errno.EROFS),
+        (core.NotPermittedError("x"), errno.EPERM),
         (core.InvalidWriteError("x"), errno.EINVAL),
         (PermissionError("x"), errno.EACCES),
         (pyfuse3.FUSEError(errno.ENOTDIR), errno.ENOTDIR),

@@ -20,6 +20,7 @@ The table (errno per failure, documented for users in the project docs):
     CorruptDataError                      EIO      error, once per key
     StoreError, StoreTimeout, ConflictError EIO    warning
     ReadOnlyError                         EROFS    not logged
+    NotPermittedError                     EPERM    not logged (deleting a view file)
     PermissionError (builtin)             EACCES   not logged
     anything else                         EIO      error with traceback, once per site
 """
@@ -38,6 +39,7 @@ from zarrfs.core.errors import (
     InvalidWriteError,
     MetadataError,
     NodeNotFound,
+    NotPermittedError,
     ReadOnlyError,
     StoreError,
 )
@@ -52,6 +54,7 @@ ERRNO_TABLE: dict[type[BaseException], tuple[int, int | None]] = {
     CorruptDataError: (errno.EIO, logging.ERROR),
     StoreError: (errno.EIO, logging.WARNING),
     ReadOnlyError: (errno.EROFS, None),
+    NotPermittedError: (errno.EPERM, None),
     PermissionError: (errno.EACCES, None),
 }
 
