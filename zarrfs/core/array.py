@@ -96,6 +96,37 @@ class Engine:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
 
+class _CountingReads(Store):
+    """A view of a store that counts the bytes its reads return (``bytes_fetched``)."""
+
+    def __init__(self, store: Store, count: Callable[[int], None]) -> None:
+        self._store = store
+        self._count = count
+        self.url = store.url
+        self.writable = store.writable
+        self.listable = store.listable
+
+    def get(self, key: str, byte_range: Any = None) -> bytes | None:
+        data = self._store.get(key, byte_range)
+        if data is not None:
+            self._count(len(data))
+        return data
+
+    def get_many(self, requests: Sequence[tuple[str, Any]]) -> list[bytes | None]:
+        out = self._store.get_many(requests)
+        self._count(sum(len(d) for d in out if d is not None))
+        return out
+
+    def size(self, key: str) -> int | None:
+        return self._store.size(key)
+
+    def set(self, key: str, data: bytes) -> None:
+        self._store.set(key, data)
+
+    def delete(self, key: str) -> None:
+        self._store.delete(key)
+
+
 class ZarrArray:
     """Byte-range reads and writes of one array. Thread-safe."""
 
@@ -111,6 +142,8 @@ class ZarrArray:
 
         self.store = store
         self.path = path
+        #: what chunk and shard I/O goes through: the store, counting bytes fetched
+        self._io = _CountingReads(store, self._count_fetched)
         self.metadata = metadata
         self.engine = engine or Engine()
         self._save_metadata = save_metadata
@@ -142,6 +175,9 @@ class ZarrArray:
         self._last_end = -1
         self._stored_bytes: int | None = None
 
+    def _count_fetched(self, n: int) -> None:
+        self.engine.stats.add(self.path, "bytes_fetched", n)
+
     # ------------------------------------------------------------------ geometry
 
     def _set_shape(self, shape: tuple[int, ...]) -> None:
@@ -164,8 +200,7 @@ class ZarrArray:
         return self._sharding is not None
 
     def chunk_key(self, coords: Coords) -> str:
-        key = self.metadata.chunk_key_encoding.encode(coords)
-        return f"{self.path}/{key}" if self.path else key
+        return self.metadata.chunk_store_key(self.path, coords)
 
     def _unit_location(self, unit: Coords) -> tuple[Coords, Coords]:
         """(outer chunk coords, coords inside the shard) of a unit."""
@@ -330,7 +365,6 @@ class ZarrArray:
             data = self._store_get(key)
             if data is None:
                 return {u: _MISSING}
-            stats.add(self.path, "bytes_fetched", len(data))
             assert self._prepared is not None
             try:
                 arr = self._prepared.decode(data)
@@ -348,7 +382,7 @@ class ZarrArray:
         local = {self._unit_location(u)[1]: u for u in units}
         try:
             got = read_inner_chunks(
-                self.store, key, self._sharding, self._chunk_spec, index, list(local)
+                self._io, key, self._sharding, self._chunk_spec, index, list(local)
             )
         except (CorruptDataError, StoreError):
             self.engine.index_cache.pop((self.uid, shard))
@@ -366,7 +400,7 @@ class ZarrArray:
         with self._lock:
             epoch = self._epoch
         key = self.chunk_key(shard)
-        index = read_shard_index(self.store, key, self._sharding, self._chunk_spec)
+        index = read_shard_index(self._io, key, self._sharding, self._chunk_spec)
         with self._lock:
             if epoch == self._epoch:
                 value = _MISSING if index is None else index
@@ -375,7 +409,7 @@ class ZarrArray:
 
     def _store_get(self, key: str) -> bytes | None:
         try:
-            return self.store.get(key)
+            return self._io.get(key)
         except StoreError as exc:
             if key in str(exc):
                 raise
@@ -602,7 +636,7 @@ class ZarrArray:
         key = self.chunk_key(shard)
         updates = {self._unit_location(u)[1]: arr for u, arr in units.items()}
         try:
-            rewrite_shard(self.store, key, self._sharding, self._chunk_spec, updates)
+            rewrite_shard(self._io, key, self._sharding, self._chunk_spec, updates)
         finally:
             self.engine.index_cache.pop((self.uid, shard))
         self._commit(units)
@@ -667,7 +701,7 @@ class ZarrArray:
         with self._lock:
             if self._stored_bytes is not None:
                 return self._stored_bytes
-        prefix = f"{self.path}/" if self.path else ""
+        prefix = self.metadata.chunk_store_prefix(self.path)
         total = 0
         try:
             for key in self.store.list_prefix(prefix):

@@ -1,0 +1,140 @@
+"""ZarrArray behaviour beyond byte-identity (which tests/interop covers): what is fetched,
+what a failed write leaves behind, and what concurrent readers see."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import zarr
+
+from zarrfs.core.array import Engine
+from zarrfs.core.errors import CorruptDataError, InvalidWriteError
+from zarrfs.core.hierarchy import Hierarchy, open_array
+from zarrfs.core.stores.local import LocalStore
+
+
+class CountingStore(LocalStore):
+    def __init__(self, root):
+        super().__init__(root)
+        self.requests: list[tuple[str, object, int]] = []
+
+    def get(self, key, byte_range=None):
+        data = super().get(key, byte_range)
+        self.requests.append((key, byte_range, 0 if data is None else len(data)))
+        return data
+
+    def get_many(self, requests):
+        return [self.get(k, r) for k, r in requests]
+
+
+def test_sharded_4k_read_fetches_only_the_index_and_one_inner_chunk(tmp_path):
+    # inner chunks span the last axis, so one aligned 4 KiB row lies in exactly one of them
+    z = zarr.create_array(str(tmp_path / "a"), shape=(64, 64, 1024), chunks=(16, 16, 1024),
+                          shards=(32, 32, 1024), dtype="<f4",
+                          compressors=[zarr.codecs.BloscCodec(cname="lz4")])
+    z[...] = np.random.default_rng(0).random((64, 64, 1024), dtype="f4")
+    store = CountingStore(tmp_path / "a")
+    engine = Engine(prefetch_bytes=0)
+    arr = open_array(store, "", engine)
+    store.requests.clear()
+    start = 4 * 1024 * (64 * 40 + 20)  # row (40, 20): shard (1, 0, 0), inner chunk (0, 1, 0)
+    out = arr.read(start, 4096)
+    assert out == z[40, 20].astype("<f4").tobytes()
+    assert {k for k, _, _ in store.requests} == {"c/1/0/0"}
+    sizes = [n for _, _, n in store.requests]
+    index_bytes = 4 * 16 + 4  # 2x2x1 inner chunks x (offset, nbytes) + crc32c
+    inner = zarr.open_array(str(tmp_path / "a"))  # size of that inner chunk from the shard index
+    shard = (tmp_path / "a" / "c" / "1" / "0" / "0").read_bytes()
+    idx = np.frombuffer(shard[-index_bytes:-4], "<u8").reshape(2, 2, 1, 2)
+    assert sizes == [index_bytes, int(idx[0, 1, 0, 1])]
+    assert engine.stats.snapshot()["total"]["bytes_fetched"] == sum(sizes)
+    del inner
+
+
+def test_missing_chunks_read_as_fill_without_decoding(tmp_path):
+    zarr.create_array(str(tmp_path / "a"), shape=(10,), chunks=(5,), dtype="<i2", fill_value=-3)
+    engine = Engine()
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    assert arr.read(0, 20) == np.full(10, -3, "<i2").tobytes()
+    assert engine.stats.snapshot()["total"].get("chunks_decoded", 0) == 0
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_write_over_a_corrupt_chunk_fails_and_changes_nothing(tmp_path, sharded):
+    kw = dict(shards=(8, 8)) if sharded else {}
+    z = zarr.create_array(str(tmp_path / "a"), shape=(16, 8), chunks=(4, 8), dtype="<u4",
+                          compressors=[zarr.codecs.Crc32cCodec()], **kw)
+    z[...] = np.arange(128, dtype="u4").reshape(16, 8)
+    # plain: chunk rows 4-7; sharded: the index checksum of the shard holding rows 0-7
+    victim = tmp_path / "a" / "c" / ("0" if sharded else "1") / "0"
+    blob = bytearray(victim.read_bytes())
+    blob[-1 if sharded else 10] ^= 1
+    victim.write_bytes(bytes(blob))
+    before = {p: p.read_bytes() for p in (tmp_path / "a" / "c").rglob("*") if p.is_file()}
+    arr = open_array(LocalStore(tmp_path / "a"), "", Engine())
+    row = 8 * 4
+    # a write spanning a good chunk (rows 0-3 or shard 0) and a partial corrupt one
+    with pytest.raises(CorruptDataError):
+        arr.write(2 * row, b"\xff" * (row * 3 + 4))
+    arr.flush()
+    after = {p: p.read_bytes() for p in (tmp_path / "a" / "c").rglob("*") if p.is_file()}
+    assert after == before
+    assert not arr.dirty
+
+
+def test_readers_never_see_a_torn_write(tmp_path):
+    zarr.create_array(str(tmp_path / "a"), shape=(64, 64), chunks=(16, 16), dtype="<u8",
+                      compressors=[zarr.codecs.ZstdCodec()])
+    arr = open_array(LocalStore(tmp_path / "a"), "", Engine())
+    n = 64 * 64 * 8
+    stop = threading.Event()
+    bad: list[str] = []
+
+    pattern = 0x0101010101010101  # a torn element would mix bytes of two values
+
+    def reader():
+        while not stop.is_set():
+            data = np.frombuffer(arr.read(0, n), "<u8").reshape(64, 64)
+            if (data % pattern).any():
+                bad.append("an element mixes bytes of two writes")
+                return
+            # each chunk is copied whole: one write's value per chunk
+            blocks = data.reshape(4, 16, 4, 16).transpose(0, 2, 1, 3).reshape(16, 256)
+            if (blocks != blocks[:, :1]).any():
+                bad.append("a chunk mixes two writes")
+                return
+
+    def flusher():
+        while not stop.is_set():
+            arr.flush()
+
+    threads = [threading.Thread(target=reader) for _ in range(3)] + [threading.Thread(target=flusher)]
+    for t in threads:
+        t.start()
+    try:
+        for v in range(1, 60):
+            arr.write(0, np.full(64 * 64, v * pattern, "<u8").tobytes())
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not bad, bad[0]
+    arr.flush()
+    assert np.frombuffer(open_array(LocalStore(tmp_path / "a"), "").read(0, n), "<u8").tolist() == [59 * pattern] * 4096
+
+
+def test_resize_shrink_then_grow_shows_fill_not_old_data(tmp_path):
+    z = zarr.create_array(str(tmp_path / "a"), shape=(10, 3), chunks=(4, 3), dtype="<i4", fill_value=-1)
+    z[...] = np.arange(30, dtype="i4").reshape(10, 3)
+    h = Hierarchy(LocalStore(tmp_path / "a"))
+    arr = h.array("")
+    arr.resize((5, 3))
+    arr.resize((10, 3))
+    got = np.frombuffer(arr.read(0, 120), "<i4").reshape(10, 3)
+    assert got[:5].tolist() == np.arange(15).reshape(5, 3).tolist()
+    assert (got[5:] == -1).all()
+    assert (zarr.open_array(str(tmp_path / "a"))[...] == got).all()
+    with pytest.raises(InvalidWriteError):
+        arr.write(119, b"ab")
