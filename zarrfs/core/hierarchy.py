@@ -50,6 +50,9 @@ class NodeFormat:
     #: parse new content written to metadata document ``name`` of a node whose metadata is
     #: ``old``; returns the complete new metadata (None: editing not supported)
     parse_document: Callable[[str, bytes, Metadata], Metadata] | None = None
+    #: names of the children of the group at ``path`` on a listable store, for layouts whose
+    #: child nodes are not sub-prefixes of the node path (None: list the path's sub-prefixes)
+    list_children: Callable[[Store, str], list[str]] | None = None
 
 
 def join(path: str, name: str) -> str:
@@ -174,7 +177,8 @@ class Hierarchy:
         if self.store.listable:
             prefix = f"{path}/" if path else ""
             try:
-                _, names = self.store.list_dir(prefix)
+                lister = self._lister(path)
+                names = lister(self.store, path) if lister else self.store.list_dir(prefix)[1]
             except StoreError as exc:
                 log.warning("cannot list %s: %s", path or "/", exc)
                 names = []
@@ -193,6 +197,13 @@ class Hierarchy:
             if node is not None:
                 out.append(node)
         return sorted(out, key=lambda n: n.name)
+
+    def _lister(self, path: str) -> Callable[[Store, str], list[str]] | None:
+        """The format's own child listing for the node at ``path``, if it has one."""
+        try:
+            return self.node(path).format.list_children
+        except ZarrFSError:
+            return None
 
     def _try_node(self, path: str) -> Node | None:
         try:
@@ -302,3 +313,6 @@ def create_array(
     hierarchy = Hierarchy(store, engine)
     hierarchy.save_metadata(path, metadata, FORMATS[0])
     return hierarchy.array(path)
+
+
+import zarrfs.core.formats  # noqa: E402,F401  (registers v2, v1 and draft formats)

@@ -198,6 +198,9 @@ class ArrayMetadata:
     attributes: Mapping[str, Any]
     document: Mapping[str, Any]
     raw: bytes | None = None
+    #: store key prefix of the chunks when it is not the node's own path (the v3 draft layout
+    #: keeps them under ``data/root/<path>/``); None: ``<path>/``
+    chunk_prefix: str | None = None
 
     node_type = "array"
 
@@ -222,6 +225,16 @@ class ArrayMetadata:
     def chunk_key(self, coords: tuple[int, ...]) -> str:
         """Store key of chunk ``coords``, relative to the array's prefix."""
         return self.chunk_key_encoding.encode(coords)
+
+    def chunk_store_prefix(self, path: str) -> str:
+        """Store key prefix of the chunks of this array at node ``path`` (``""`` or ``"a/"``)."""
+        if self.chunk_prefix is not None:
+            return self.chunk_prefix
+        return f"{path}/" if path else ""
+
+    def chunk_store_key(self, path: str, coords: tuple[int, ...]) -> str:
+        """Full store key of chunk ``coords`` of this array at node ``path``."""
+        return self.chunk_store_prefix(path) + self.chunk_key_encoding.encode(coords)
 
     def chunk_spec(self, shape: tuple[int, ...] | None = None) -> ChunkSpec:
         """The codec spec of a chunk (default: the regular chunk shape)."""

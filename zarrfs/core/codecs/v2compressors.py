@@ -1,0 +1,174 @@
+"""Zarr v2 compressors (numcodecs ids) with bounded decoding.
+
+Spec: v2.rst "compressor" (a numcodecs configuration object with an ``"id"``). Supported ids and
+the stored formats they read:
+
+- ``blosc``: a c-blosc frame (16-byte header) — decoded by zarrfs' blosc codec;
+- ``zlib``: one RFC 1950 stream (bytes after its end are ignored, as ``zlib.decompress`` does);
+- ``gzip``: RFC 1952 members — decoded by zarrfs' gzip codec;
+- ``zstd``: RFC 8878 frames — decoded by zarrfs' zstd codec;
+- ``lz4``: numcodecs' framing: the decoded size as 4 little-endian bytes, then one LZ4 block;
+- ``bz2``: one or more bzip2 streams;
+- ``lzma``: xz, lzma-alone or raw streams (configuration ``format`` and ``filters``).
+
+Invariants:
+- Encoding uses numcodecs itself, so what zarrfs writes is what zarr-python writes.
+- ``decode(data, max_size)`` never produces (nor allocates for output) more than ``max_size + 1``
+  bytes: formats with a size header are checked before decompressing; streaming formats are
+  decompressed with an output limit. A larger, truncated or malformed stream raises
+  ``CorruptDataError``.
+- A configuration numcodecs refuses, or an unknown id, raises ``MetadataError`` /
+  ``UnsupportedError`` when the compressor is built.
+"""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numcodecs
+import numcodecs.lz4
+from numcodecs.abc import Codec as NumCodec
+
+from zarrfs.core.codecs._bounded import check_claimed_size, encoded_size_bound
+from zarrfs.core.codecs.blosc import BloscCodec
+from zarrfs.core.codecs.gzip import gzip_decompress_bounded
+from zarrfs.core.codecs.zstd import ZstdCodec
+from zarrfs.core.errors import CorruptDataError, MetadataError, UnsupportedError
+
+#: memory the lzma decoder may use for its dictionary and state (preset 9 needs about 65 MiB)
+LZMA_MEMLIMIT = 256 << 20
+
+Decoder = Callable[[Mapping[str, Any], bytes, int], bytes]
+
+
+def _decode_blosc(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+    # zarrfs' blosc codec checks the header before decompressing; its configuration only
+    # matters for encoding, so any valid one serves to decode
+    return BloscCodec("blosclz", 5, "noshuffle").decode(data, max_size)
+
+
+def _decode_gzip(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+    return gzip_decompress_bounded(data, max_size)
+
+
+def _decode_zstd(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+    return ZstdCodec().decode(data, max_size)
+
+
+def _decode_zlib(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+    stream = zlib.decompressobj()
+    try:
+        out = stream.decompress(data, max_size + 1)
+    except zlib.error as exc:
+        raise CorruptDataError(f"zlib: {exc}") from None
+    if len(out) > max_size:
+        raise CorruptDataError(f"zlib: stream decodes to more than the {max_size} bytes allowed")
+    if not stream.eof:
+        raise CorruptDataError("zlib: truncated stream")
+    return out
+
+
+def _decode_lz4(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+    if len(data) < 4:
+        raise CorruptDataError("lz4: stream shorter than its 4-byte size header")
+    claimed = int.from_bytes(data[:4], "little")
+    check_claimed_size("lz4", claimed, max_size)
+    try:
+        out = bytes(numcodecs.lz4.decompress(data))
+    except (RuntimeError, ValueError) as exc:
+        raise CorruptDataError(f"lz4: {exc}") from None
+    if len(out) != claimed:
+        raise CorruptDataError(f"lz4: decoded {len(out)} bytes, header claims {claimed}")
+    return out
+
+
+def _streams(
+    name: str,
+    make: Callable[[], Any],
+    errors: tuple[type[BaseException], ...],
+    data: bytes,
+    max_size: int,
+) -> bytes:
+    """Decode concatenated streams of a streaming decompressor within ``max_size`` bytes."""
+    parts: list[bytes] = []
+    produced = 0
+    pending = data
+    while True:
+        stream = make()
+        try:
+            out = stream.decompress(pending, max_size - produced + 1)
+        except errors as exc:
+            raise CorruptDataError(f"{name}: {exc}") from None
+        produced += len(out)
+        if produced > max_size:
+            raise CorruptDataError(f"{name}: stream decodes to more than the {max_size} bytes allowed")
+        if not stream.eof:
+            raise CorruptDataError(f"{name}: truncated stream")
+        parts.append(out)
+        pending = stream.unused_data
+        if not pending:
+            return b"".join(parts)
+
+
+def _decode_bz2(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+    return _streams("bz2", bz2.BZ2Decompressor, (OSError, ValueError), data, max_size)
+
+
+def _decode_lzma(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+    fmt = config.get("format", lzma.FORMAT_XZ)
+    filters = config.get("filters")
+
+    def make() -> lzma.LZMADecompressor:
+        if fmt == lzma.FORMAT_RAW:
+            return lzma.LZMADecompressor(fmt, filters=filters)
+        return lzma.LZMADecompressor(fmt, memlimit=LZMA_MEMLIMIT)
+
+    return _streams("lzma", make, (lzma.LZMAError, ValueError), data, max_size)
+
+
+DECODERS: dict[str, Decoder] = {
+    "blosc": _decode_blosc,
+    "zlib": _decode_zlib,
+    "gzip": _decode_gzip,
+    "zstd": _decode_zstd,
+    "lz4": _decode_lz4,
+    "bz2": _decode_bz2,
+    "lzma": _decode_lzma,
+}
+
+
+class V2Compressor:
+    """One v2 ``compressor`` object: numcodecs encodes, a bounded decoder decodes."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        if not isinstance(config, Mapping) or not isinstance(config.get("id"), str):
+            raise MetadataError(f"compressor must be an object with a string 'id', got {config!r}")
+        self.id: str = config["id"]
+        if self.id not in DECODERS:
+            raise UnsupportedError(
+                f"compressor {self.id!r} is not supported (supported: {', '.join(DECODERS)})"
+            )
+        self.config: dict[str, Any] = dict(config)
+        self.codec: NumCodec = build_numcodec(self.config, "compressor")
+        self._decoder = DECODERS[self.id]
+
+    def encode(self, buf: Any) -> bytes:
+        return bytes(self.codec.encode(buf))
+
+    def decode(self, data: bytes | memoryview, max_size: int) -> bytes:
+        return self._decoder(self.config, bytes(data), max_size)
+
+    def max_encoded_size(self, size: int) -> int:
+        return encoded_size_bound(size + 16)
+
+
+def build_numcodec(config: Mapping[str, Any], what: str) -> NumCodec:
+    """A numcodecs codec from its configuration; ``MetadataError`` if numcodecs refuses it."""
+    try:
+        return numcodecs.get_codec(dict(config))
+    except (TypeError, ValueError, KeyError) as exc:
+        raise MetadataError(f"{what} {dict(config)!r}: {exc}") from None
