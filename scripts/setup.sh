@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 pkgs=(fuse3 libfuse3-dev pkg-config python3-venv)
 extras=""
 if [[ "${1:-}" == "--test" ]]; then
-    pkgs+=(fio attr gdal-bin python3-gdal teem-apps)
+    pkgs+=(fio attr gdal-bin python3-gdal teem-apps libij-java default-jre xvfb xauth)
     extras="[test]"
 fi
 
