@@ -17,7 +17,8 @@ where it does not apply). Object types (``|O``) have variable-length elements: t
 :class:`VariableLengthError`, an ``UnsupportedError`` the caller turns into a listed but
 unreadable array.
 
-Fill values follow zarr-python: ``null`` (chunks that are missing read as zeros), numbers,
+Fill values follow zarr-python: ``null`` (chunks that are missing read as zeros, NaT for
+datetimes), numbers,
 ``"NaN"``/``"Infinity"``/``"-Infinity"`` for floats, ``[re, im]`` for complex, base64 for
 ``S`` and ``V`` (the bytes in the stored byte order), the string itself for ``U``, the integer
 count (or ``"NaT"``) for datetimes. Problems raise ``MetadataError`` naming the value.
@@ -207,10 +208,13 @@ def _b64(dt: NumpyDataType, value: Any) -> bytes:
 
 
 def parse_fill_value(dt: NumpyDataType, value: Any) -> np.ndarray[Any, Any]:
-    """The 0-d in-memory fill value for JSON ``value`` (``None``: zeros)."""
-    if value is None:
-        return dt.default_fill_value()
+    """The 0-d in-memory fill value for JSON ``value``. ``None`` gives what zarr-python reads
+    for missing chunks then: zeros, and NaT for datetimes."""
     kind = dt.stored.kind
+    if value is None:
+        if kind in "mM":
+            return np.array(np.iinfo(np.int64).min, dtype=np.int64).view(dt.dtype)
+        return dt.default_fill_value()
     if kind == "b":
         if type(value) is bool or (type(value) is int and value in (0, 1)):
             return np.array(bool(value), dtype=dt.dtype)
