@@ -12,6 +12,9 @@ The daemon serves it when ``$ZARRFS_TEST_TREE_FACTORY=fuse_fake_tree:open_fake_t
     /big/               MANY read-only files f00000 ... (created on lookup)
     /sub/deep/leaf.txt  nesting
     /scratch/           a writable directory: create, mkdir, unlink, rmdir, rename
+    /edit/doc.json      commits on flush, re-rendered (``render``: the size changes); renaming
+                        a file over it commits that file's content into the same node
+    /edit/shadow.txt    read-only, derived from doc.json: its size changes when doc.json commits
 
 ``fake://broken`` fails to open with StoreError. When ``$ZARRFS_FAKE_EVENTS`` names a file, the
 root appends ``flush_all`` and ``close`` lines to it, so tests can see the shutdown sequence;
@@ -140,6 +143,55 @@ class FlushFailFile(MemFile):
         return FlushFailHandle(self)
 
 
+class RenderedHandle(MemHandle):
+    """Edits a private copy; ``flush`` commits it re-rendered (like a metadata view)."""
+
+    def __init__(self, file: MemFile, truncate: bool) -> None:
+        super().__init__(file)
+        self.draft = bytearray() if truncate else bytearray(file.data)
+
+    def read(self, offset: int, size: int) -> bytes:
+        return bytes(self.draft[offset : offset + size])
+
+    def write(self, offset: int, data: bytes) -> int:
+        if offset + len(data) > len(self.draft):
+            self.draft.extend(bytes(offset + len(data) - len(self.draft)))
+        self.draft[offset : offset + len(data)] = data
+        return len(data)
+
+    def truncate(self, size: int) -> None:
+        del self.draft[size:]
+        self.draft.extend(bytes(size - len(self.draft)))
+
+    def flush(self) -> None:
+        with self.file.lock:
+            self.file.data = bytearray(render(bytes(self.draft)))
+
+
+def render(text: bytes) -> bytes:
+    """How ``RenderedFile`` stores a document: normalised, so its size changes on commit."""
+    return text.strip().upper() + b"\n--committed--\n"
+
+
+class RenderedFile(MemFile):
+    def open(self, write: bool, truncate: bool) -> VHandle:
+        return RenderedHandle(self, truncate) if write else MemHandle(self)
+
+
+class ShadowFile(MemFile):
+    """Read-only, derived from another file: its size follows that file's committed content."""
+
+    def __init__(self, source: MemFile) -> None:
+        super().__init__(b"", writable=False)
+        self.source = source
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=False, size=len(self.source.data), mtime_ns=MTIME_NS)
+
+    def read_range(self, offset: int, size: int) -> bytes:
+        return bytes(self.source.data).lower()[offset : offset + size]
+
+
 class MemDir(VDir):
     """A directory of nodes; ``writable`` ones support create/mkdir/unlink/rmdir/rename."""
 
@@ -208,6 +260,22 @@ class MemDir(VDir):
             new_parent.children[new_name] = node
 
 
+class CommitDir(MemDir):
+    """Renaming a file over an existing one commits its content into that node (like a view
+    directory keeps serving its own ``attributes.json`` node after ``sed -i``)."""
+
+    def rename(self, name: str, new_parent: VDir, new_name: str) -> None:
+        target = new_parent.lookup(new_name)
+        source = self.lookup(name)
+        if not isinstance(target, MemFile) or not isinstance(source, MemFile):
+            super().rename(name, new_parent, new_name)
+            return
+        with target.lock:
+            target.data = bytearray(render(bytes(source.data)))
+        with self.lock:
+            del self.children[name]
+
+
 class ManyDir(VDir):
     """``count`` small read-only files, built on lookup."""
 
@@ -248,6 +316,7 @@ def build_tree(read_only: bool = False) -> FakeRoot:
     data = MemFile(PATTERN, writable=rw)
     data.stored_bytes = 1000
     data.extra_xattrs = {"user.zarr.shape": b"[1048576]", "user.zarr.dtype": b"uint8"}
+    doc = RenderedFile(render(b"{}"), writable=rw)
     return FakeRoot(
         {
             "hello.txt": MemFile(HELLO, writable=False),
@@ -259,6 +328,7 @@ def build_tree(read_only: bool = False) -> FakeRoot:
             "big": ManyDir(MANY),
             "sub": MemDir({"deep": MemDir({"leaf.txt": MemFile(b"leaf\n", writable=False)})}),
             "scratch": MemDir(writable=rw),
+            "edit": CommitDir({"doc.json": doc, "shadow.txt": ShadowFile(doc)}, writable=rw),
         }
     )
 

@@ -109,3 +109,19 @@ def test_rename_moves_the_subtree_and_replaces_the_target() -> None:
     assert target.path is None and table.get(target.inode) is target  # until forgotten
     # the renamed entries keep their numbers while live
     assert table.remember(("e", "x"), leaf()).inode == inner.inode
+
+
+def test_siblings_follow_the_live_entries() -> None:
+    table = InodeTable(MemDir())
+    a = table.remember(("d", "a"), leaf())
+    b = table.remember(("d", "b"), leaf())
+    table.remember(("e", "c"), leaf())
+    assert set(map(id, table.siblings(("d", "a")))) == {id(a), id(b)}
+    table.forget(b.inode, 1)
+    assert table.siblings(("d", "a")) == [a]
+    table.moved(("d", "a"), ("e", "a"))
+    assert table.siblings(("d", "x")) == []
+    assert {e.path for e in table.siblings(("e", "a"))} == {("e", "a"), ("e", "c")}
+    table.detach(("e", "a"))
+    assert [e.path for e in table.siblings(("e", "c"))] == [("e", "c")]
+    assert table.siblings(()) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -11,7 +12,7 @@ import threading
 import time
 
 import pytest
-from fuse_fake_tree import BAD_END, BAD_KEY, BAD_START, HELLO, MANY, PATTERN, SIZE
+from fuse_fake_tree import BAD_END, BAD_KEY, BAD_START, HELLO, MANY, PATTERN, SIZE, render
 
 from zarrfs.fuse.runtime import mount_info
 
@@ -254,6 +255,60 @@ def test_create_rename_unlink_in_a_writable_directory(mount) -> None:
     os.unlink(scratch / "a.txt")
     assert os.listdir(scratch) == []
     assert not (scratch / "a.txt").exists()
+
+
+def test_committed_sizes_are_seen_right_after_close_and_rename(mount) -> None:
+    m = mount()
+    doc = m / "edit" / "doc.json"
+    doc.write_bytes(b"abc")  # the view commits a re-rendered, longer document on close
+    assert doc.read_bytes() == render(b"abc")
+    assert os.stat(doc).st_size == len(render(b"abc"))
+    subprocess.run(["sed", "-i", "s/ABC/a much longer replacement text/", str(doc)], check=True)
+    assert doc.read_bytes() == render(b"a much longer replacement text\n--committed--")
+    (m / "edit" / "new.tmp").write_bytes(b"xy")
+    os.rename(m / "edit" / "new.tmp", doc)  # editor-style save into a node that re-renders
+    assert doc.read_bytes() == render(b"xy")
+    assert sorted(os.listdir(m / "edit")) == ["doc.json", "shadow.txt"]
+
+
+def test_ftruncate_of_an_edited_copy(mount) -> None:
+    m = mount()
+    doc = m / "edit" / "doc.json"
+    fd = os.open(doc, os.O_RDWR)
+    try:
+        os.ftruncate(fd, 0)  # truncates this open file's draft, not the fixed-size node
+        assert os.fstat(fd).st_size == 0
+        os.write(fd, b"xy")
+    finally:
+        os.close(fd)
+    assert doc.read_bytes() == render(b"xy")
+    with pytest.raises(OSError) as info:
+        os.truncate(doc, 0)  # by path: the node itself, which refuses
+    assert info.value.errno == errno.EINVAL
+    m.expect_log("fixed size")
+
+
+@pytest.mark.skipif(shutil.which("vim.tiny") is None, reason="vim.tiny is not installed")
+def test_vim_edits_a_document_in_place(mount) -> None:
+    m = mount()
+    doc = m / "edit" / "doc.json"
+    subprocess.run(
+        ["vim.tiny", "-E", "-s", "-n", "-c", "%s/{}/edited/", "-c", "wq", str(doc)],
+        check=True, stdin=subprocess.DEVNULL, timeout=30,
+    )  # fmt: skip
+    assert doc.read_bytes() == render(render(b"{}").replace(b"{}", b"edited"))
+    assert sorted(os.listdir(m / "edit")) == ["doc.json", "shadow.txt"]
+
+
+def test_a_commit_refreshes_the_sizes_of_sibling_views(mount) -> None:
+    m = mount("attr_timeout=60")  # without invalidation the kernel would trust sizes for 60 s
+    shadow = m / "edit" / "shadow.txt"
+    before = os.stat(shadow).st_size
+    assert before == len(render(b"{}"))
+    (m / "edit" / "doc.json").write_bytes(b"a much longer document than before")
+    after = render(b"a much longer document than before")
+    assert os.stat(shadow).st_size == len(after)
+    assert shadow.read_bytes() == after.lower()
 
 
 def test_sigterm_unmounts_flushes_and_exits_zero(mount) -> None:

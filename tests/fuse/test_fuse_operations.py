@@ -13,7 +13,12 @@ import pytest
 import trio
 from fuse_fake_tree import MANY, PATTERN, SIZE, MemFile, build_tree
 
-from zarrfs.fuse.operations import DEFAULT_TIMEOUTS, READDIR_BATCH, ZarrOperations
+from zarrfs.fuse.operations import (
+    DEFAULT_TIMEOUTS,
+    READDIR_BATCH,
+    SIBLING_INVALIDATION_LIMIT,
+    ZarrOperations,
+)
 from zarrfs.fuse.options import MountOptions, parse_options
 
 ROOT = pyfuse3.ROOT_INODE
@@ -21,9 +26,11 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def make_ops(options: str = "") -> ZarrOperations:
-    return ZarrOperations(
-        build_tree(read_only="ro" in options.split(",")), parse_options([options])
-    )
+    tree = build_tree(read_only="ro" in options.split(","))
+    ops = ZarrOperations(tree, parse_options([options]))
+    ops.invalidated = []  # type: ignore[attr-defined]
+    ops.invalidate_attrs = ops.invalidated.append  # type: ignore[attr-defined]
+    return ops
 
 
 def run(fn: Any, *args: Any) -> Any:
@@ -214,3 +221,47 @@ def test_rename_flags_and_release_errors(caplog) -> None:
     with caplog.at_level(logging.ERROR):
         run(main)
     assert any("release /flushfail.bin" in r.getMessage() for r in caplog.records)
+
+
+def test_commits_invalidate_the_file_and_its_siblings() -> None:
+    ops = make_ops()
+    doc = lookup(ops, "edit", "doc.json").st_ino
+    shadow = lookup(ops, "edit", "shadow.txt").st_ino
+    hello = lookup(ops, "hello.txt").st_ino
+
+    async def open_close(inode: int, flags: int) -> None:
+        fi = await ops.open(inode, flags, None)
+        await ops.flush(fi.fh)
+        await ops.release(fi.fh)
+
+    run(open_close, doc, os.O_RDONLY)
+    assert ops.invalidated == []  # reading commits nothing
+    run(open_close, doc, os.O_WRONLY)
+    assert set(ops.invalidated) == {doc, shadow}
+    assert hello not in ops.invalidated
+
+    # in a directory with more live entries than the limit only the file itself is refreshed
+    names = [f"f{i:05d}" for i in range(SIBLING_INVALIDATION_LIMIT + 1)]
+    for name in names:
+        lookup(ops, "big", name)
+    ops.invalidated.clear()
+    ops._changed(ops.inodes.at(("big", names[0])).inode)
+    assert ops.invalidated == [ops.inodes.at(("big", names[0])).inode]
+
+
+def test_rename_serves_the_node_the_view_puts_at_the_new_path() -> None:
+    ops = make_ops()
+    edit = lookup(ops, "edit").st_ino
+    doc_node = ops.inodes.at(("edit",)).node.children["doc.json"]
+
+    async def main() -> int:
+        fi, attrs = await ops.create(edit, b"doc.tmp", 0o644, os.O_WRONLY | os.O_CREAT, None)
+        await ops.write(fi.fh, 0, b"new")
+        await ops.release(fi.fh)
+        await ops.rename(edit, b"doc.tmp", edit, b"doc.json", 0, None)
+        return attrs.st_ino
+
+    moved = run(main)
+    entry = ops.inodes.get(moved)
+    assert entry.path == ("edit", "doc.json") and entry.node is doc_node
+    assert moved in ops.invalidated

@@ -14,9 +14,11 @@ Invariants:
 - Two live entries never share a number: on a hash collision with a live entry of another path
   the next free number is taken (probing); that path keeps the probed number while it is live.
 - While an entry is live its path maps to it (``by_path``). ``moved`` (rename) re-keys the moved
-  entry and every live entry below it; ``detach`` (unlink, rmdir, or the target of a rename)
-  unhooks an entry from its path so a new node at that path gets a fresh entry, while the old
-  inode keeps serving the kernel's references until it is forgotten.
+  entry and every live entry below it; the caller then looks their nodes up again (a view may
+  serve a different node at the new path: a scratch file renamed over ``attributes.json``).
+  ``detach`` (unlink, rmdir, or the target of a rename) unhooks an entry from its path so a new
+  node at that path gets a fresh entry, while the old inode keeps serving the kernel's
+  references until it is forgotten.
 - Only the trio thread touches the table (no locking): worker threads receive nodes, never
   entries.
 """
@@ -71,6 +73,8 @@ class InodeTable:
         self._root = Entry(pyfuse3.ROOT_INODE, (), root, lookups=1)
         self._by_inode: dict[int, Entry] = {pyfuse3.ROOT_INODE: self._root}
         self._by_path: dict[Path, Entry] = {(): self._root}
+        #: directory path -> {name: live entry with a path in it}
+        self._children: dict[Path, dict[str, Entry]] = {}
 
     def __len__(self) -> int:
         """Live entries, the root included."""
@@ -82,6 +86,10 @@ class InodeTable:
     def at(self, path: Path) -> Entry | None:
         """The live entry currently at ``path``."""
         return self._by_path.get(path)
+
+    def siblings(self, path: Path) -> list[Entry]:
+        """Live entries in the directory that holds ``path`` (that one included)."""
+        return list(self._children.get(path[:-1], {}).values()) if path else []
 
     def number_for(self, path: Path) -> int:
         """The inode number ``remember(path, ...)`` gives (without registering anything)."""
@@ -99,7 +107,7 @@ class InodeTable:
         if entry is None:
             entry = Entry(self.number_for(path), path, node)
             self._by_inode[entry.inode] = entry
-            self._by_path[path] = entry
+            self._link(entry)
         entry.node = node
         if entry is not self._root:
             entry.lookups += 1
@@ -116,26 +124,46 @@ class InodeTable:
         if entry.lookups > 0:
             return
         del self._by_inode[inode]
-        if entry.path is not None and self._by_path.get(entry.path) is entry:
-            del self._by_path[entry.path]
+        if entry.path is not None:
+            self._unlink(entry)
 
     def detach(self, path: Path) -> None:
         """``path`` and everything below it no longer exist (unlink, rmdir, replaced)."""
         for entry in self._below(path):
-            del self._by_path[entry.path]  # type: ignore[arg-type]
+            self._unlink(entry)
             entry.path = None
 
-    def moved(self, old: Path, new: Path) -> None:
-        """Rename: the subtree at ``old`` is now at ``new`` (whatever was at ``new`` is gone)."""
+    def moved(self, old: Path, new: Path) -> list[Entry]:
+        """Rename: the subtree at ``old`` is now at ``new`` (whatever was at ``new`` is gone).
+
+        Returns the moved entries (their paths now under ``new``); their nodes still describe
+        the old location until the caller looks them up again.
+        """
         if old == new:
-            return
+            return []
         moving = self._below(old)
         self.detach(new)
         for entry in moving:
-            del self._by_path[entry.path]  # type: ignore[arg-type]
+            self._unlink(entry)
         for entry in moving:
             entry.path = new + entry.path[len(old) :]  # type: ignore[index]
-            self._by_path[entry.path] = entry
+            self._link(entry)
+        return moving
+
+    def _link(self, entry: Entry) -> None:
+        path: Path = entry.path  # type: ignore[assignment]  # only entries with a path
+        self._by_path[path] = entry
+        self._children.setdefault(path[:-1], {})[path[-1]] = entry
+
+    def _unlink(self, entry: Entry) -> None:
+        path = entry.path
+        if path is None or self._by_path.get(path) is not entry:
+            return
+        del self._by_path[path]
+        names = self._children[path[:-1]]
+        del names[path[-1]]
+        if not names:
+            del self._children[path[:-1]]
 
     def _below(self, path: Path) -> list[Entry]:
         """Live entries at ``path`` or under it (never the root)."""
@@ -143,9 +171,8 @@ class InodeTable:
             return []
         entry = self._by_path.get(path)
         found = [entry] if entry is not None else []
-        if entry is None or entry.node.is_dir:
-            depth = len(path)
-            found.extend(
-                e for p, e in self._by_path.items() if len(p) > depth and p[:depth] == path
-            )
+        depth = len(path)
+        for directory, names in self._children.items():
+            if directory[:depth] == path:
+                found.extend(names.values())
         return found

@@ -29,8 +29,16 @@ Invariants (developer notes):
   with EPERM otherwise; time updates (``touch``) are accepted and ignored.
 - Extended attributes are the node's ``xattrs()``; they are derived, so setting or removing one
   is ENOTSUP (which ``cp -a``/``rsync -X`` treat as "no xattr support", not as a failure).
+- ``ftruncate`` on a handle that edits a private copy (a handle with a ``truncate(size)``
+  method, e.g. a metadata document being edited) truncates that copy; otherwise, and for
+  ``truncate(path)``, ``VFile.truncate`` changes the node.
 - ``flush`` (every ``close``) makes the written bytes durable and returns its error to
   ``close()``; ``release`` errors reach no process and are only logged.
+- After anything that may change sizes behind the kernel's back -- the flush or release of a
+  writable handle (a view commits, may re-render, may resize the array), a truncate, a rename
+  (another node may now serve the path) -- the kernel's cached attributes of that inode and of
+  its siblings (``SIBLING_INVALIDATION_LIMIT``) are invalidated, so the next ``stat``/``read``
+  sees the committed sizes instead of sizes cached up to the attribute timeout.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from typing import Any, TypeVar
 
 import pyfuse3
 
-from zarrfs.core.errors import NodeNotFound, ZarrFSError
+from zarrfs.fuse import nodecalls
 from zarrfs.fuse.errors import fuse_error
 from zarrfs.fuse.inodes import Entry, InodeTable, Path
 from zarrfs.fuse.offload import Offload
@@ -63,6 +71,10 @@ DEFAULT_BLKSIZE = 128 * 1024
 FLUSH_DEADLINE_FACTOR = 10
 #: children stat'ed per worker call while listing a directory
 READDIR_BATCH = 128
+#: a commit also drops the kernel's cached attributes of the file's siblings (an array's views
+#: derive their sizes from one another) unless the kernel knows more of them than this (a chunk
+#: directory, whose files change size only with the array's metadata, which lives elsewhere)
+SIBLING_INVALIDATION_LIMIT = 64
 #: what ``statfs`` reports as capacity (object stores have no fixed size): 1 PiB
 _STATFS_BYTES = 1 << 50
 _STATFS_FRSIZE = 4096
@@ -72,6 +84,7 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 @dataclass(eq=False)
 class OpenFile:
+    inode: int
     path: Path | None
     handle: VHandle
     writable: bool
@@ -113,55 +126,11 @@ def _fail(code: int) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
 
 
-# -- blocking helpers: these run in worker threads -------------------------------------------
-
-
-def _lookup_child(parent: VDir, name: str) -> tuple[VNode, Stat]:
-    node = parent.lookup(name)
-    if node is None:
-        parent.refresh()  # a miss may be a node created by another store client
-        node = parent.lookup(name)
-    if node is None:
-        raise NodeNotFound(name)
-    return node, node.stat()
-
-
-def _list_dir(node: VDir) -> list[str]:
-    node.refresh()
-    return list(node.names())
-
-
-def _prepare_children(
-    node: VDir, names: Sequence[str], start: int, stop: int
-) -> list[tuple[int, str, VNode, Stat]]:
-    prepared = []
-    for index in range(start, stop):
-        name = names[index]
-        try:
-            child = node.lookup(name)
-            if child is not None:
-                prepared.append((index, name, child, child.stat()))
-        except ZarrFSError as exc:  # one broken child must not hide its siblings
-            log.debug("listing skips %r: %s", name, exc)
-    return prepared
-
-
-def _open_file(node: VFile, write: bool, truncate: bool) -> tuple[VHandle, object]:
-    handle = node.open(write=write, truncate=truncate)
-    return handle, node.cache_token()
-
-
-def _create_file(
-    parent: VDir, name: str, write: bool, truncate: bool
-) -> tuple[VFile, VHandle, object, Stat]:
-    node = parent.create(name)
-    handle, token = _open_file(node, write, truncate)
-    return node, handle, token, node.stat()
-
-
-def _make_dir(parent: VDir, name: str) -> tuple[VDir, Stat]:
-    node = parent.mkdir(name)
-    return node, node.stat()
+def _invalidate_kernel_attrs(inode: int) -> None:
+    try:
+        pyfuse3.invalidate_inode(inode, attr_only=True)
+    except OSError as exc:  # the kernel forgot the inode meanwhile: nothing cached
+        log.debug("invalidate_inode(%d): %s", inode, exc)
 
 
 class ZarrOperations(pyfuse3.Operations):
@@ -184,8 +153,9 @@ class ZarrOperations(pyfuse3.Operations):
         self._files: dict[int, OpenFile] = {}
         self._dirs: dict[int, DirListing] = {}
         self._handles = itertools.count(1)
-        #: replaced in unit tests, which have no kernel to reply to
+        #: replaced in unit tests, which have no kernel to talk to
         self.readdir_reply: Callable[..., bool] = pyfuse3.readdir_reply
+        self.invalidate_attrs: Callable[[int], None] = _invalidate_kernel_attrs
 
     # -- tables -------------------------------------------------------------------------------
 
@@ -245,12 +215,22 @@ class ZarrOperations(pyfuse3.Operations):
         attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = st.mtime_ns
         return attrs
 
+    def _changed(self, inode: int) -> None:
+        """``inode`` was committed, resized or replaced: the kernel must ask for its attributes
+        (and its siblings') again instead of trusting them until the attribute timeout."""
+        entry = self.inodes.get(inode)
+        siblings = self.inodes.siblings(entry.path) if entry and entry.path else []
+        if not 0 < len(siblings) <= SIBLING_INVALIDATION_LIMIT:
+            siblings = [entry] if entry else []
+        for sibling in siblings:
+            self.invalidate_attrs(sibling.inode)
+
     def _open_handle(self, entry: Entry, node: VFile, handle: VHandle, write: bool,
                      token: object) -> pyfuse3.FileInfo:  # fmt: skip
         keep = token is not None and token == entry.cache_token
         entry.cache_token = token
         fh = next(self._handles)
-        self._files[fh] = OpenFile(entry.path, handle, write)
+        self._files[fh] = OpenFile(entry.inode, entry.path, handle, write)
         return pyfuse3.FileInfo(fh=fh, keep_cache=keep, direct_io=node.direct_io)
 
     # -- lookup and attributes ------------------------------------------------------------------
@@ -258,7 +238,7 @@ class ZarrOperations(pyfuse3.Operations):
     @_translate
     async def lookup(self, parent_inode: int, name: bytes, ctx: Any) -> pyfuse3.EntryAttributes:
         path, parent = self._dir(parent_inode)
-        child, st = await self.offload(_lookup_child, parent, os.fsdecode(name))
+        child, st = await self.offload(nodecalls.lookup_child, parent, os.fsdecode(name))
         entry = self.inodes.remember(path + (os.fsdecode(name),), child)
         return self.attributes(entry.inode, st)
 
@@ -292,8 +272,16 @@ class ZarrOperations(pyfuse3.Operations):
             raise _fail(errno.EISDIR)
         if self._ro:
             raise _fail(errno.EROFS)
-        await self.offload(entry.node.truncate, attr.st_size)
-        return self.attributes(inode, await self.offload(entry.node.stat))
+        held = self._files.get(fh) if fh is not None else None
+        truncate_draft = getattr(held.handle, "truncate", None) if held else None
+        if truncate_draft is None:
+            await self.offload(entry.node.truncate, attr.st_size)
+            self._changed(inode)
+            return self.attributes(inode, await self.offload(entry.node.stat))
+        await self.offload(truncate_draft, attr.st_size)  # the open file's own copy
+        result = self.attributes(inode, await self.offload(entry.node.stat))
+        result.st_size = attr.st_size
+        return result
 
     # -- files ----------------------------------------------------------------------------------
 
@@ -305,7 +293,9 @@ class ZarrOperations(pyfuse3.Operations):
         write = flags & os.O_ACCMODE != os.O_RDONLY
         if write and self._ro:
             raise _fail(errno.EROFS)
-        handle, token = await self.offload(_open_file, entry.node, write, bool(flags & os.O_TRUNC))
+        handle, token = await self.offload(
+            nodecalls.open_file, entry.node, write, bool(flags & os.O_TRUNC)
+        )
         return self._open_handle(entry, entry.node, handle, write, token)
 
     @_translate
@@ -316,7 +306,7 @@ class ZarrOperations(pyfuse3.Operations):
             raise _fail(errno.EROFS)
         write = flags & os.O_ACCMODE != os.O_RDONLY
         node, handle, token, st = await self.offload(
-            _create_file, parent, os.fsdecode(name), write, bool(flags & os.O_TRUNC)
+            nodecalls.create_file, parent, os.fsdecode(name), write, bool(flags & os.O_TRUNC)
         )
         entry = self.inodes.remember(path + (os.fsdecode(name),), node)
         return self._open_handle(entry, node, handle, write, token), self.attributes(
@@ -338,7 +328,10 @@ class ZarrOperations(pyfuse3.Operations):
     async def flush(self, fh: int) -> None:
         held = self._file(fh)
         if held.writable:
-            await self.offload(held.handle.flush, deadline=self._flush_deadline)
+            try:
+                await self.offload(held.handle.flush, deadline=self._flush_deadline)
+            finally:
+                self._changed(held.inode)
 
     @_translate
     async def fsync(self, fh: int, datasync: bool) -> None:
@@ -353,13 +346,15 @@ class ZarrOperations(pyfuse3.Operations):
             await self.offload(held.handle.release, deadline=self._flush_deadline)
         except Exception as exc:  # no process waits for this answer: log, never raise
             fuse_error(exc, f"release {_show(held.path)} (close() already returned)")
+        if held.writable:
+            self._changed(held.inode)
 
     # -- directories ----------------------------------------------------------------------------
 
     @_translate
     async def opendir(self, inode: int, ctx: Any) -> int:
         path, node = self._dir(inode)
-        names = await self.offload(_list_dir, node)
+        names = await self.offload(nodecalls.list_dir, node)
         fh = next(self._handles)
         self._dirs[fh] = DirListing(path, node, names)
         return fh
@@ -374,7 +369,7 @@ class ZarrOperations(pyfuse3.Operations):
             if not listing.prepared_from <= index < listing.prepared_to:
                 stop = min(index + READDIR_BATCH, len(listing.names))
                 listing.prepared = await self.offload(
-                    _prepare_children, listing.node, listing.names, index, stop
+                    nodecalls.prepare_children, listing.node, listing.names, index, stop
                 )
                 listing.prepared_from, listing.prepared_to = index, stop
             for position, name, child, st in listing.prepared:
@@ -397,7 +392,7 @@ class ZarrOperations(pyfuse3.Operations):
         path, parent = self._dir(parent_inode)
         if self._ro:
             raise _fail(errno.EROFS)
-        node, st = await self.offload(_make_dir, parent, os.fsdecode(name))
+        node, st = await self.offload(nodecalls.make_dir, parent, os.fsdecode(name))
         entry = self.inodes.remember(path + (os.fsdecode(name),), node)
         return self.attributes(entry.inode, st)
 
@@ -425,7 +420,18 @@ class ZarrOperations(pyfuse3.Operations):
             if await self.offload(new_parent.lookup, new_name) is not None:
                 raise _fail(errno.EEXIST)
         await self.offload(old_parent.rename, old_name, new_parent, new_name)
-        self.inodes.moved(old_path + (old_name,), new_path + (new_name,))
+        target = new_path + (new_name,)
+        moved = self.inodes.moved(old_path + (old_name,), target)
+        if not moved:
+            return
+        # the view may serve another node at the new path (a scratch file renamed over a view)
+        below = [entry.path[len(target) :] for entry in moved]  # type: ignore[index]
+        nodes = await self.offload(nodecalls.resolve_below, new_parent, new_name, below)
+        for entry, node in zip(moved, nodes, strict=True):
+            if node is not None:
+                entry.node = node
+            self.invalidate_attrs(entry.inode)
+        self._changed(moved[0].inode)
 
     # -- extended attributes and statfs ---------------------------------------------------------
 

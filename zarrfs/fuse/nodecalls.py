@@ -1,0 +1,82 @@
+"""Blocking node calls, grouped per request; every function here runs in a worker thread.
+
+``operations`` sends each through ``Offload`` and gets back plain nodes and ``Stat`` values;
+nothing here touches the inode table, file handles or pyfuse3 (DESIGN §5: the views are called
+from worker threads only, through the one offload function).
+
+Invariants:
+- a lookup miss refreshes the directory once (close-to-open: a node created by another store
+  client appears without waiting for a cache to expire), then reports ``NodeNotFound``;
+- listing a directory refreshes it first (``opendir`` revalidation);
+- while preparing a listing, a child that fails (``ZarrFSError``) is skipped so one broken array
+  does not hide its siblings; looking it up directly reports its error.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from zarrfs.core.errors import NodeNotFound, ZarrFSError
+from zarrfs.fuse.inodes import Path
+from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
+
+log = logging.getLogger(__name__)
+
+
+def lookup_child(parent: VDir, name: str) -> tuple[VNode, Stat]:
+    node = parent.lookup(name)
+    if node is None:
+        parent.refresh()  # a miss may be a node created by another store client
+        node = parent.lookup(name)
+    if node is None:
+        raise NodeNotFound(name)
+    return node, node.stat()
+
+
+def list_dir(node: VDir) -> list[str]:
+    node.refresh()
+    return list(node.names())
+
+
+def prepare_children(
+    node: VDir, names: Sequence[str], start: int, stop: int
+) -> list[tuple[int, str, VNode, Stat]]:
+    prepared = []
+    for index in range(start, stop):
+        name = names[index]
+        try:
+            child = node.lookup(name)
+            if child is not None:
+                prepared.append((index, name, child, child.stat()))
+        except ZarrFSError as exc:  # one broken child must not hide its siblings
+            log.debug("listing skips %r: %s", name, exc)
+    return prepared
+
+
+def open_file(node: VFile, write: bool, truncate: bool) -> tuple[VHandle, object]:
+    handle = node.open(write=write, truncate=truncate)
+    return handle, node.cache_token()
+
+
+def create_file(
+    parent: VDir, name: str, write: bool, truncate: bool
+) -> tuple[VFile, VHandle, object, Stat]:
+    node = parent.create(name)
+    handle, token = open_file(node, write, truncate)
+    return node, handle, token, node.stat()
+
+
+def resolve_below(parent: VDir, name: str, below: list[Path]) -> list[VNode | None]:
+    """The nodes now at ``parent/name/<each relative path>`` (None where nothing is)."""
+    found: dict[Path, VNode | None] = {(): parent.lookup(name)}
+    for rel in sorted(below, key=len):
+        if rel not in found:
+            above = found.get(rel[:-1])
+            found[rel] = above.lookup(rel[-1]) if isinstance(above, VDir) else None
+    return [found[rel] for rel in below]
+
+
+def make_dir(parent: VDir, name: str) -> tuple[VDir, Stat]:
+    node = parent.mkdir(name)
+    return node, node.stat()
