@@ -74,11 +74,18 @@ def force_unmount(m: Mount) -> None:
 
 
 def start_mount(
-    store: str | Path, mnt: Path, *options: str, log_path: Path | None = None, env: dict | None = None
+    store: str | Path,
+    mnt: Path,
+    *options: str,
+    log_path: Path | None = None,
+    env: dict | None = None,
+    cmd_prefix: list[str] | None = None,
 ) -> Mount:
+    """Mount in the foreground; ``cmd_prefix`` replaces ``python -m zarrfs`` (test wrappers)."""
     mnt.mkdir(parents=True, exist_ok=True)
     log_path = log_path or mnt.parent / f"{mnt.name}.log"
-    cmd = [sys.executable, "-m", "zarrfs", "mount", str(store), str(mnt), "-f"]
+    prefix = cmd_prefix or [sys.executable, "-m", "zarrfs"]
+    cmd = [*prefix, "mount", str(store), str(mnt), "-f"]
     opts = ["log_level=debug", *options]
     cmd += ["-o", ",".join(opts)]
     logf = open(log_path, "ab")
@@ -104,8 +111,11 @@ def mounter(tmp_path: Path) -> Iterator:
     """``mounter(store, *options, name="mnt")`` -> Mount; all unmounted at teardown."""
     mounts: list[Mount] = []
 
-    def mount(store: str | Path, *options: str, name: str = "mnt", env: dict | None = None) -> Mount:
-        m = start_mount(store, tmp_path / name, *options, env=env)
+    def mount(
+        store: str | Path, *options: str, name: str = "mnt", env: dict | None = None,
+        cmd_prefix: list[str] | None = None,
+    ) -> Mount:  # fmt: skip
+        m = start_mount(store, tmp_path / name, *options, env=env, cmd_prefix=cmd_prefix)
         mounts.append(m)
         return m
 
@@ -120,8 +130,11 @@ def module_mounter(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     mounts: list[Mount] = []
     base = tmp_path_factory.mktemp("mounts")
 
-    def mount(store: str | Path, *options: str, name: str = "mnt", env: dict | None = None) -> Mount:
-        m = start_mount(store, base / name, *options, env=env)
+    def mount(
+        store: str | Path, *options: str, name: str = "mnt", env: dict | None = None,
+        cmd_prefix: list[str] | None = None,
+    ) -> Mount:  # fmt: skip
+        m = start_mount(store, base / name, *options, env=env, cmd_prefix=cmd_prefix)
         mounts.append(m)
         return m
 
