@@ -53,7 +53,14 @@ def test_zarrfs_options() -> None:
     assert options.byte_order == "big" and options.prefetch == 16 << 20
     assert (options.threads, options.attr_timeout, options.writeback) == (4, 2.5, 0.5)
     assert options.log_level == "debug" and options.views == ("raw", "npy")
-    assert options.store_options == {"endpoint": "http://127.0.0.1:9000", "anon": True}
+    assert options.store_options == {
+        "endpoint": "http://127.0.0.1:9000",
+        "anon": True,
+        "disk_cache": "/var/cache/z",
+        "disk_cache_size": 1 << 30,
+    }
+    assert parse_options(["store_timeout=7.5"]).store_options == {"timeout": 7.5}
+    assert parse_options(["rw"]).store_options == {}
     assert (options.disk_cache, options.disk_cache_size, options.timeout) == (
         "/var/cache/z",
         1 << 30,

@@ -84,6 +84,8 @@ class MountOptions:
     anon: bool = False
     disk_cache: str | None = None
     disk_cache_size: int | None = None
+    #: remote stores: total seconds one store request may take, retries included (None: 30)
+    store_timeout: float | None = None
     #: generic options that were accepted and ignored, in the order given
     ignored: tuple[str, ...] = field(default=())
 
@@ -100,6 +102,12 @@ class MountOptions:
             found["endpoint"] = self.endpoint
         if self.anon:
             found["anon"] = True
+        if self.disk_cache is not None:
+            found["disk_cache"] = self.disk_cache
+        if self.disk_cache_size is not None:
+            found["disk_cache_size"] = self.disk_cache_size
+        if self.store_timeout is not None:
+            found["timeout"] = self.store_timeout
         return found
 
 
@@ -225,6 +233,7 @@ _VALUED: dict[str, Callable[[str], Any]] = {
     "endpoint": _nonempty,
     "disk_cache": _nonempty,
     "disk_cache_size": parse_size,
+    "store_timeout": _positive_seconds,
 }
 
 

@@ -34,6 +34,12 @@ SCHEMES: dict[str, StoreFactory | str] = {
     "file": "zarrfs.core.stores.registry:open_file_url",
     "zip": "zarrfs.core.stores.registry:open_zip_url",
     "memory": "zarrfs.core.stores.registry:open_memory_url",
+    # remote stores (obstore): options endpoint=, anon, timeout=, disk_cache=, disk_cache_size=
+    "s3": "zarrfs.core.stores.objstore:open_s3_url",
+    "gs": "zarrfs.core.stores.objstore:open_gcs_url",
+    "az": "zarrfs.core.stores.objstore:open_azure_url",
+    "http": "zarrfs.core.stores.http:open_http_url",
+    "https": "zarrfs.core.stores.http:open_http_url",
 }
 
 _lock = threading.Lock()

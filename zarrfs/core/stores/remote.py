@@ -1,0 +1,553 @@
+"""``RemoteStore``: a ``Store`` over one obstore client (S3, GCS, Azure, HTTP), with deadlines,
+retries, coalesced concurrent range reads and conditional writes. The URL factories are in
+``objstore.py`` (``s3://``, ``gs://``, ``az://``) and ``http.py`` (``http(s)://``).
+
+Spec: Zarr v3 core, "Stores" (get, get_partial_values, set, erase, list_dir) mapped onto object
+storage requests; RFC 9110 ranges (``bytes=a-b``, ``bytes=-n``) and preconditions (ETag,
+``If-Match``, ``If-None-Match``).
+
+Invariants:
+- Deadline. One public call (one object, one listing, one ``get_many``) takes at most ``timeout``
+  seconds (default 30) of requests in a row: each attempt is cut off by the client after
+  ``attempt_timeout`` (default ``timeout / 3``), and a retry starts only while a whole attempt still
+  fits before the deadline. Transient failures -- 5xx, 429/503 throttling, 408, connection errors,
+  timeouts, bodies shorter than announced -- are retried at most ``retries`` times with
+  exponential backoff and jitter; any other failure ends the call at once. Giving up raises
+  ``StoreTimeout`` (the last failure was a timeout) or ``StoreError``: the FUSE layer turns both
+  into EIO for the bytes concerned, never into fill values.
+- Absence. ``get`` returns None only when the server said 404 for that key.
+- Whole bytes. A body is accepted only when its length equals the range the server says it sent
+  (the whole object: its size). The ranges of one key that ``get_many`` fetches in several
+  requests must all carry the same ETag; if the object changed in between, they are fetched
+  again, the later ones with ``If-Match``.
+- ``get_many`` merges the byte ranges of one key that lie within ``coalesce_gap`` of each other
+  (and all suffix ranges of a key into the longest one) and fetches different keys and separate
+  spans concurrently on a pool of ``concurrency`` threads.
+- Range clipping follows the store contract (``base.py``): a range past the end is clipped, an
+  empty or wholly past-the-end range is ``b""``; the answers a server gives for those (416, a
+  200 for an empty object) are resolved with one HEAD request.
+
+Conditional writes (no silent overwrite of a concurrent change). The store remembers, per key,
+the version (ETag and generation) it last saw in a *data read* (``get``/``get_many``) or in its
+own ``set``, or that the key was missing (a 404, its own ``delete``). ``set`` is a single PUT:
+- when a version is remembered: ``If-Match`` it (obstore ``PutMode`` update);
+- when the key was seen missing: ``If-None-Match: *`` (``PutMode`` "create");
+- when the key was never read here (a chunk overwritten whole without being read first) or was
+  forgotten (the memory keeps the ``remember`` most recent keys): an unconditional PUT.
+So a write-back whose data was based on an object that someone else has changed since fails
+with ``ConflictError`` (EIO) and one log line, and the other writer's object survives. The
+remembered version is kept after a conflict, so later flushes of the same dirty data fail too.
+A PUT retried after a transient failure that then meets a failed precondition re-reads the
+object: if it holds exactly our bytes, the earlier attempt landed and the write succeeded.
+HEAD requests (``size``, ``version``) and listings never change what is remembered, so a
+metadata revalidation cannot bless data read before it. ``delete`` is unconditional (obstore
+offers no conditional delete). A server that rejects conditional PUTs as unsupported gets
+unconditional ones from then on, after one warning.
+
+Optional disk cache (``diskcache.py``): whole objects with an ETag are kept on disk; a later
+read asks the server with ``If-None-Match`` and a 304 serves the cached bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import obstore
+from obstore import exceptions as oe
+
+from zarrfs.core.errors import ConflictError, ReadOnlyError, StoreError, StoreTimeout
+from zarrfs.core.stores.base import (
+    ByteRange,
+    RangeRequest,
+    Store,
+    check_key,
+    check_prefix,
+    slice_range,
+)
+from zarrfs.core.stores.diskcache import DiskCache
+from zarrfs.core.stores.local import resolve_range
+from zarrfs.core.stores.rangeplan import Fetched, KeyPlan, consistent, is_empty, obstore_range
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_RETRIES = 6
+DEFAULT_CONCURRENCY = 16
+#: ranges of one key closer than this are fetched as one span
+DEFAULT_COALESCE_GAP = 256 << 10
+#: largest object fetched whole when a server ignores Range headers
+DEFAULT_MAX_FULL_GET = 256 << 20
+#: keys whose last seen version is remembered for conditional writes
+DEFAULT_REMEMBER = 100_000
+_BACKOFF_FIRST = 0.1
+_BACKOFF_MAX = 4.0
+_STATUS = re.compile(r"status code: (\d{3})")
+#: how obstore (reqwest, hyper) describes a request cut off by its timeout
+_TIMEOUT_MARKS = ("TimedOut", "kind: Timeout", "timed out")
+#: obstore raises the builtin FileNotFoundError for a 404
+_NOT_FOUND = (oe.NotFoundError, FileNotFoundError)
+#: remembered state of a key seen missing
+_MISSING = ("", None)
+
+
+class _Transient(Exception):
+    """A failure worth retrying (raised inside an attempt)."""
+
+    def __init__(self, message: str, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+
+
+class _RangeUnsatisfiable(Exception):
+    """The server answered 416: the range starts at or past the end."""
+
+
+class _NoRangeSupport(Exception):
+    """The server sent the whole object for a range request."""
+
+
+class _Changed(Exception):
+    """An ``If-Match`` read found another version."""
+
+
+class _Conflict(Exception):
+    """A conditional PUT failed its precondition."""
+
+
+class _NoConditional(Exception):
+    """The server does not support conditional PUTs."""
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip().split("\n", 1)[0]
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _status(exc: BaseException) -> int | None:
+    match = _STATUS.search(str(exc))
+    return int(match.group(1)) if match else None
+
+
+class RemoteStore(Store):
+    """A ``Store`` over one obstore client, with deadlines, retries and conditional writes."""
+
+    def __init__(
+        self,
+        backend: Any,
+        url: str,
+        *,
+        read_only: bool = False,
+        listable: bool = True,
+        timeout: float = DEFAULT_TIMEOUT,
+        attempt_timeout: float | None = None,
+        retries: int = DEFAULT_RETRIES,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        coalesce_gap: int = DEFAULT_COALESCE_GAP,
+        max_full_get: int = DEFAULT_MAX_FULL_GET,
+        remember: int = DEFAULT_REMEMBER,
+        disk_cache: DiskCache | None = None,
+    ) -> None:
+        if timeout <= 0 or retries < 0 or concurrency < 1:
+            raise StoreError("timeout and concurrency must be positive, retries >= 0")
+        self.backend = backend
+        self.url = url
+        self.writable = not read_only
+        self.listable = listable
+        self.timeout = float(timeout)
+        self.attempt_timeout = float(attempt_timeout or timeout / 3)
+        self.retries = retries
+        self.coalesce_gap = coalesce_gap
+        self.max_full_get = max_full_get
+        self.conditional_writes = True
+        self.disk_cache = disk_cache
+        self._remember_limit = remember
+        self._seen: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._ranges_ignored = False
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="zarrfs-remote")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r}, read_only={not self.writable})"
+
+    # -- deadline and retries ---------------------------------------------------------------
+
+    def call(self, op: str, key: str, attempt: Callable[[], T]) -> T:
+        """Run ``attempt`` until it succeeds, fails for good, or the deadline is near."""
+        start = time.monotonic()
+        deadline = start + self.timeout
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                return attempt()
+            except _Transient as exc:
+                failure = exc
+            except (oe.BaseError, OSError) as exc:
+                failure = self._classify(op, key, exc)
+            now = time.monotonic()
+            delay = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (tries - 1)) * random.uniform(0.5, 1)
+            if tries > self.retries or now + delay + self.attempt_timeout > deadline:
+                kind = StoreTimeout if failure.timeout else StoreError
+                raise kind(
+                    f"{self.url}: {op} {key!r} failed after {tries} attempt(s) in "
+                    f"{now - start:.1f} s: {failure}"
+                )
+            log.info("%s: %s %r: %s; retry %d in %.2f s", self.url, op, key, failure, tries, delay)
+            time.sleep(delay)
+
+    def _classify(self, op: str, key: str, exc: Exception) -> _Transient:
+        """A transient failure to retry, or raise the permanent ``StoreError`` for ``exc``."""
+        message = first_line(exc)
+        if isinstance(exc, (oe.PermissionDeniedError, oe.UnauthenticatedError)):
+            raise StoreError(
+                f"{self.url}: {op} {key!r}: access denied ({message}); check the credentials "
+                "(AWS_*/GOOGLE_*/AZURE_* environment variables) or use -o anon for public data"
+            ) from None
+        if not isinstance(exc, oe.GenericError):
+            raise StoreError(f"{self.url}: {op} {key!r}: {message}") from None
+        status = _status(exc)
+        if status is not None and 400 <= status < 500 and status not in (408, 429):
+            raise StoreError(f"{self.url}: {op} {key!r}: {message}") from None
+        if status in (501, 505):
+            raise StoreError(f"{self.url}: {op} {key!r}: {message}") from None
+        text = str(exc)
+        timed_out = status is None and any(mark in text for mark in _TIMEOUT_MARKS)
+        return _Transient(message, timeout=timed_out)
+
+    # -- remembered versions (conditional writes) -------------------------------------------
+
+    def _remember(self, key: str, fetched: Fetched) -> None:
+        if fetched.data is None:
+            state: tuple[str | None, str | None] = _MISSING
+        elif fetched.etag is None and fetched.generation is None:
+            with self._lock:
+                self._seen.pop(key, None)
+            return
+        else:
+            state = (fetched.etag, fetched.generation)
+        with self._lock:
+            self._seen[key] = state
+            self._seen.move_to_end(key)
+            while len(self._seen) > self._remember_limit:
+                self._seen.popitem(last=False)
+
+    def _put_mode(self, key: str) -> Any:
+        if not self.conditional_writes:
+            return "overwrite"
+        with self._lock:
+            state = self._seen.get(key)
+        if state is None:
+            return "overwrite"
+        if state == _MISSING:
+            return "create"
+        etag, generation = state
+        return {"e_tag": etag} if generation is None else {"e_tag": etag, "version": generation}
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _head(self, key: str) -> Any:
+        """The object's metadata (obstore ``ObjectMeta``), or None if missing."""
+
+        def attempt() -> Any:
+            try:
+                return obstore.head(self.backend, key)
+            except _NOT_FOUND:
+                return None
+
+        return self.call("HEAD", key, attempt)
+
+    def _attempt_get(
+        self, key: str, rng: RangeRequest, if_match: str | None, cached: str | None
+    ) -> Fetched:
+        options: dict[str, Any] = {}
+        if rng is not None:
+            options["range"] = obstore_range(rng)
+        if if_match is not None:
+            options["if_match"] = if_match
+        if cached is not None:
+            options["if_none_match"] = cached
+        try:
+            result = obstore.get(self.backend, key, options=options or None)
+            meta = result.meta
+            lo, hi = result.range
+            body = result.bytes()
+        except _NOT_FOUND:
+            return Fetched(None)
+        except oe.NotModifiedError:
+            assert self.disk_cache is not None and cached is not None
+            data = self.disk_cache.read(key, cached, rng)
+            if data is None:  # the entry went away: ask again without it
+                return self._attempt_get(key, rng, if_match, None)
+            return Fetched(data, cached)
+        except oe.PreconditionError:
+            raise _Changed() from None
+        except oe.NotSupportedError as exc:
+            if "range" in str(exc).lower():
+                raise _NoRangeSupport() from None
+            raise
+        except oe.GenericError as exc:
+            if _status(exc) == 416:
+                raise _RangeUnsatisfiable() from None
+            if "non-partial" in str(exc).lower():
+                raise _NoRangeSupport() from None
+            raise
+        data = bytes(body)
+        expected = meta["size"] if rng is None else hi - lo
+        if len(data) != expected:
+            raise _Transient(f"body of {len(data)} bytes where {expected} were announced")
+        return Fetched(data, meta.get("e_tag"), meta.get("version"))
+
+    def _fetch(self, key: str, rng: RangeRequest, if_match: str | None = None) -> Fetched:
+        """One object or range, with retries, clipping and the no-Range fallback."""
+        if is_empty(rng):
+            meta = self._head(key)
+            return Fetched(None) if meta is None else Fetched(b"", meta.get("e_tag"))
+        if rng is not None and self._ranges_ignored:
+            return self._fetch_whole_sliced(key, rng, if_match)
+        cached = self.disk_cache.version_of(key) if self.disk_cache else None
+        try:
+            fetched = self.call("GET", key, lambda: self._attempt_get(key, rng, if_match, cached))
+        except _RangeUnsatisfiable:
+            meta = self._head(key)
+            if meta is None:
+                return Fetched(None)
+            start, length = resolve_range(meta["size"], rng)
+            if length == 0:
+                return Fetched(b"", meta.get("e_tag"), meta.get("version"))
+            exact = ByteRange(start, length)
+            try:
+                fetched = self.call(
+                    "GET", key, lambda: self._attempt_get(key, exact, if_match, None)
+                )
+            except (_RangeUnsatisfiable, _NoRangeSupport):
+                raise StoreError(
+                    f"{self.url}: GET {key!r}: the object changed during the read"
+                ) from None
+        except _NoRangeSupport:
+            return self._fetch_whole_sliced(key, rng, if_match)
+        if rng is None and fetched.data is not None and fetched.etag and self.disk_cache:
+            if fetched.etag != cached:
+                self.disk_cache.put(key, fetched.etag, fetched.data)
+        return fetched
+
+    def _fetch_whole_sliced(self, key: str, rng: RangeRequest, if_match: str | None) -> Fetched:
+        """For a server that ignores Range: one whole GET (size-bounded), then slice."""
+        meta = self._head(key)
+        if meta is None:
+            return Fetched(None)
+        if meta["size"] > self.max_full_get:
+            raise StoreError(
+                f"{self.url}: {key!r}: the server ignores byte ranges and the object has "
+                f"{meta['size']} bytes (more than the {self.max_full_get}-byte limit for "
+                "whole reads)"
+            )
+        if meta["size"] and not self._ranges_ignored:
+            log.warning("%s: the server ignores Range requests; reading whole objects", self.url)
+            self._ranges_ignored = True
+        whole = self.call("GET", key, lambda: self._attempt_get(key, None, if_match, None))
+        if whole.data is None:
+            return whole
+        return Fetched(slice_range(whole.data, rng), whole.etag, whole.generation)
+
+    def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
+        check_key(key)
+        try:
+            fetched = self._fetch(key, byte_range)
+        except _Changed:  # only with if_match, which get() never sends
+            raise StoreError(f"{self.url}: GET {key!r}: the object changed") from None
+        self._remember(key, fetched)
+        return fetched.data
+
+    def get_many(self, requests: Sequence[tuple[str, RangeRequest]]) -> list[bytes | None]:
+        by_key: dict[str, list[int]] = {}
+        for i, (key, _) in enumerate(requests):
+            check_key(key)
+            by_key.setdefault(key, []).append(i)
+        plans = {
+            key: KeyPlan([requests[i][1] for i in idx], self.coalesce_gap)
+            for key, idx in by_key.items()
+        }
+        jobs = [(key, part) for key, plan in plans.items() for part in plan.parts]
+        if not jobs:
+            return []
+        # every part but the first on the pool, the first in this thread
+        futures = [self._pool.submit(self._fetch, key, part) for key, part in jobs[1:]]
+        done: list[Fetched] = []
+        first_error: BaseException | None = None
+        for n, (key, part) in enumerate(jobs):
+            try:
+                done.append(self._fetch(key, part) if n == 0 else futures[n - 1].result())
+            except BaseException as exc:  # noqa: BLE001 - raised once every part has finished
+                first_error = first_error or exc
+                done.append(Fetched(None))
+        if first_error is not None:
+            raise first_error
+        out: list[bytes | None] = [None] * len(requests)
+        pos = 0
+        for key, plan in plans.items():
+            got = done[pos : pos + len(plan.parts)]
+            pos += len(plan.parts)
+            if not consistent(got):
+                got = self._refetch_consistent(key, plan)
+            self._remember(key, got[0])
+            for i, value in zip(by_key[key], plan.slices(got), strict=True):
+                out[i] = value
+        return out
+
+    def _refetch_consistent(self, key: str, plan: KeyPlan) -> list[Fetched]:
+        """The parts of one key again, one after the other, all of one version."""
+        for _ in range(3):
+            got = [self._fetch(key, plan.parts[0])]
+            try:
+                for part in plan.parts[1:]:
+                    got.append(self._fetch(key, part, if_match=got[0].etag))
+            except _Changed:
+                continue
+            if consistent(got):
+                return got
+        raise StoreError(f"{self.url}: {key!r} kept changing while it was read")
+
+    def size(self, key: str) -> int | None:
+        check_key(key)
+        meta = self._head(key)
+        return None if meta is None else int(meta["size"])
+
+    def version(self, key: str) -> str | None:
+        check_key(key)
+        meta = self._head(key)
+        if meta is None:
+            return None
+        if meta.get("e_tag") or meta.get("version"):
+            return f"{meta.get('e_tag') or ''}|{meta.get('version') or ''}"
+        return f"{meta['last_modified'].isoformat()}|{meta['size']}"
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise ReadOnlyError(f"store {self.url} is read-only")
+
+    def set(self, key: str, data: bytes) -> None:
+        self._check_writable()
+        check_key(key)
+        payload = bytes(data)
+        mode = self._put_mode(key)
+        tries = 0
+
+        def attempt() -> Any:
+            nonlocal tries
+            tries += 1
+            try:
+                return obstore.put(self.backend, key, payload, mode=mode, use_multipart=False)
+            except (oe.PreconditionError, oe.AlreadyExistsError) as exc:
+                raise _Conflict(first_line(exc)) from None
+            except oe.NotSupportedError:
+                if mode == "overwrite":
+                    raise
+                raise _NoConditional() from None
+            except oe.GenericError as exc:
+                if mode != "overwrite" and _status(exc) == 501:
+                    raise _NoConditional() from None
+                raise
+
+        try:
+            result = self.call("PUT", key, attempt)
+        except _Conflict as exc:
+            if tries > 1:
+                now = self._fetch(key, None)
+                if now.data == payload:  # an earlier attempt of ours landed
+                    self._remember(key, now)
+                    return
+            log.error(
+                "%s: not writing %r: it changed in the store since zarrfs read it (%s); "
+                "the other writer's version is kept",
+                self.url, key, exc,
+            )  # fmt: skip
+            raise ConflictError(
+                f"{self.url}: {key!r} was changed by another writer; not overwritten"
+            ) from None
+        except _NoConditional:
+            log.warning("%s: conditional writes are not supported; writing unconditionally",
+                        self.url)  # fmt: skip
+            self.conditional_writes = False
+            mode = "overwrite"
+            result = self.call("PUT", key, attempt)
+        fetched = Fetched(payload, result.get("e_tag"), result.get("version"))
+        self._remember(key, fetched)
+        if self.disk_cache is not None:
+            if fetched.etag:
+                self.disk_cache.put(key, fetched.etag, payload)
+            else:
+                self.disk_cache.discard(key)
+
+    def delete(self, key: str) -> None:
+        self._check_writable()
+        check_key(key)
+
+        def attempt() -> None:
+            try:
+                obstore.delete(self.backend, key)
+            except _NOT_FOUND:
+                pass
+
+        self.call("DELETE", key, attempt)
+        self._remember(key, Fetched(None))
+        if self.disk_cache is not None:
+            self.disk_cache.discard(key)
+
+    # -- listing ----------------------------------------------------------------------------
+
+    def _require_listing(self) -> None:
+        if not self.listable:
+            raise StoreError(f"store {self.url} cannot list")
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        self._require_listing()
+        check_prefix(prefix)
+        base = prefix.rstrip("/")
+        start = base + "/" if base else ""
+        found = self.call(
+            "LIST", start, lambda: obstore.list_with_delimiter(self.backend, base or None)
+        )
+        files = {o["path"][len(start) :] for o in found["objects"] if o["path"].startswith(start)}
+        dirs = {p.rstrip("/")[len(start) :] for p in found["common_prefixes"]
+                if p.startswith(start)}  # fmt: skip
+        return (
+            sorted(n for n in files if n and "/" not in n),
+            sorted(n for n in dirs if n and "/" not in n),
+        )
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        self._require_listing()
+        check_prefix(prefix)
+        base = prefix.rstrip("/")
+
+        def attempt() -> list[str]:
+            stream = obstore.list(self.backend, base or None, chunk_size=1000)
+            return [meta["path"] for batch in stream for meta in batch]
+
+        keys = self.call("LIST", base + "/" if base else "", attempt)
+        return iter([k for k in keys if _valid_key(k)])
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.disk_cache is not None:
+            self.disk_cache.close()
+
+
+def _valid_key(key: str) -> bool:
+    try:
+        check_key(key)
+    except StoreError:
+        return False
+    return True
