@@ -1,0 +1,1039 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: a zarrfs mount vs zarr-python and tensorstore on the same data.
+
+Run as root (it drops the page cache and mounts with FUSE) with the project's virtualenv:
+
+    .venv/bin/python scripts/bench.py --small --out bench-small.md      # ~5 minutes on 2 cores
+    .venv/bin/python scripts/bench.py --out bench.md                     # 512 MiB per variant
+
+Data: float32 (128, 1024, 1024) of smooth data with a little noise (``--small``: (32, 512, 512)),
+chunks (64, 256, 256), stored as Zarr v3 under ``--workdir`` by zarr-python in four variants
+(``bytes`` only; ``blosc`` zstd clevel 3 shuffle; ``gzip`` level 1; ``sharded``: shards
+(128, 512, 512) of inner chunks (32, 128, 128), blosc lz4). Each store is one root group holding
+the array ``x``, so the mount shows ``MNT/x/data.raw``. Stores and ``src.raw`` (the same bytes as
+a plain file) are reused when already present.
+
+Measurements, per variant (every "cold" one starts after ``drop_caches`` and on a fresh mount or a
+freshly opened array):
+1. full sequential read: ``cat data.raw > /dev/null`` and ``numpy.fromfile`` through the mount vs
+   zarr-python ``a[...]`` and tensorstore ``read()``;
+2. second (warm) read vs a plain raw file read from the page cache;
+3. random 4 KiB preads of ``data.raw``, cold and warm (p50/p99) vs single-element reads
+   (zarr-python: no cache, so fewer samples; tensorstore: cache pool of ``--cache-size``);
+4. full overwrite (``dd ... conv=notrunc,fsync``) vs ``a[...] = x`` and ``write()``, each
+   followed by ``sync`` so all three end with the data on disk;
+5. the daemon's peak RSS (VmRSS polled, and VmHWM) during 1 and 4, against ``-o cache_size``;
+6. (sharded) bytes fetched from the store for one 4 KiB read, from ``/.zarrfs/stats.json``
+   (cross-checked with strace when available) vs the shard index(es) + touched inner chunks;
+7. ``find MNT | wc -l`` and ``ls -lR MNT`` over 10,000 small arrays vs zarr-python
+   ``members(max_depth=None)``.
+A py-spy profile of the daemon (extra, untimed passes) is summarised as the top functions.
+
+Invariants: the script never leaves a mount or a process behind (every mount is unmounted in a
+``finally``/``atexit`` path: ``zarrfs umount``, then ``fusermount3 -u -z``, then the daemon's own
+pid is signalled); it only ever signals processes it started (the daemons of its own mounts,
+py-spy, strace). Timings are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+MiB = 1 << 20
+ARRAY = "x"
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class Config:
+    tag: str
+    shape: tuple[int, int, int]
+    chunks: tuple[int, int, int] = (64, 256, 256)
+    shards: tuple[int, int, int] = (128, 512, 512)
+    inner: tuple[int, int, int] = (32, 128, 128)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * 4
+
+
+FULL = Config("full", (128, 1024, 1024))
+SMALL = Config("small", (32, 512, 512))
+VARIANTS = ("bytes", "blosc", "gzip", "sharded")
+
+
+def _create_kwargs(variant: str, cfg: Config) -> dict[str, Any]:
+    from zarr.codecs import BloscCodec, GzipCodec
+
+    if variant == "bytes":
+        return {"chunks": cfg.chunks, "compressors": None}
+    if variant == "blosc":
+        return {
+            "chunks": cfg.chunks,
+            "compressors": BloscCodec(cname="zstd", clevel=3, shuffle="shuffle"),
+        }
+    if variant == "gzip":
+        return {"chunks": cfg.chunks, "compressors": GzipCodec(level=1)}
+    if variant == "sharded":
+        return {
+            "chunks": cfg.inner,
+            "shards": cfg.shards,
+            "compressors": BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"),
+        }
+    raise SystemExit(f"unknown variant {variant!r} (choose from {', '.join(VARIANTS)})")
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+_CAN_DROP = True
+
+
+def drop_caches() -> None:
+    """Write back and drop the page cache, dentries and inodes (needs root)."""
+    global _CAN_DROP
+    os.sync()
+    if not _CAN_DROP:
+        return
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError as exc:
+        _CAN_DROP = False
+        log(f"WARNING: cannot drop the page cache ({exc}); cold numbers are not cold")
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - t0, result
+
+
+def timed_then_sync(fn: Callable[[], Any]) -> float:
+    """Seconds for ``fn()`` followed by ``sync`` (so every engine ends with its data on disk)."""
+    t0 = time.perf_counter()
+    fn()
+    os.sync()
+    return time.perf_counter() - t0
+
+
+def sh(cmd: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd, shell=True, check=True, text=True, capture_output=True, timeout=timeout
+    )
+
+
+def read_status(pid: int, field_name: str) -> int | None:
+    """A ``/proc/PID/status`` field in bytes (VmRSS, VmHWM), None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field_name + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+def cat_file(path: Path) -> float:
+    seconds, _ = timed(lambda: sh(f"cat '{path}' > /dev/null"))
+    return seconds
+
+
+# --------------------------------------------------------------------------- mounts
+
+
+_ACTIVE: dict[str, Mount] = {}
+
+
+def mounted(mnt: Path) -> bool:
+    target = str(mnt)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == target for line in f if len(line.split()) > 1)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def find_daemon_pid(mnt: Path) -> int | None:
+    """The daemon serving ``mnt``: zarrfs' own lookup, else a scan of /proc cmdlines."""
+    try:
+        from zarrfs.fuse.runtime import find_daemon
+
+        pid = find_daemon(str(mnt))
+        if pid is not None:
+            return pid
+    except Exception as exc:  # the lookup is a convenience; the scan below is the fallback
+        log(f"zarrfs.fuse.runtime.find_daemon failed: {exc}")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            args = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"zarrfs" in b" ".join(args) and str(mnt).encode() in args:
+            return int(entry)
+    return None
+
+
+class Mount:
+    """One zarrfs mount: mounted on enter, always unmounted on exit."""
+
+    def __init__(self, python: str, store: Path, mnt: Path, options: str) -> None:
+        self.python, self.store, self.mnt, self.options = python, store, mnt, options
+        self.pid: int | None = None
+
+    def __enter__(self) -> Mount:
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        if mounted(self.mnt):
+            log(f"{self.mnt} is still mounted (an earlier run?): unmounting it first")
+            Mount(self.python, self.store, self.mnt, "").unmount()
+        cmd = [self.python, "-m", "zarrfs", "mount", str(self.store), str(self.mnt)]
+        if self.options:
+            cmd += ["-o", self.options]
+        _ACTIVE[str(self.mnt)] = self
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            self.unmount()
+            raise RuntimeError(f"mount failed ({proc.returncode}): {proc.stderr.strip()}")
+        self.pid = find_daemon_pid(self.mnt)
+        if self.pid is None:
+            self.unmount()
+            raise RuntimeError(f"mounted {self.mnt} but found no daemon process")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.unmount()
+
+    def stats(self) -> dict[str, Any]:
+        return json.loads((self.mnt / ".zarrfs" / "stats.json").read_text())
+
+    def unmount(self) -> None:
+        pid = self.pid or (find_daemon_pid(self.mnt) if mounted(self.mnt) else None)
+        try:
+            if mounted(self.mnt):
+                proc = subprocess.run(
+                    [self.python, "-m", "zarrfs", "umount", str(self.mnt)],
+                    cwd=REPO, capture_output=True, text=True, timeout=600,
+                )  # fmt: skip
+                if proc.returncode != 0:
+                    log(f"zarrfs umount {self.mnt} failed: {proc.stderr.strip()}")
+        except subprocess.TimeoutExpired:
+            log(f"zarrfs umount {self.mnt} timed out")
+        if mounted(self.mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], capture_output=True)
+        if pid is not None:
+            for sig, wait in ((None, 30.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+                if sig is not None and _pid_alive(pid):
+                    log(f"daemon {pid} still running: sending {sig.name}")
+                    os.kill(pid, sig)
+                deadline = time.monotonic() + wait
+                while _pid_alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                if not _pid_alive(pid):
+                    break
+        _ACTIVE.pop(str(self.mnt), None)
+
+
+def _cleanup_all() -> None:
+    for m in list(_ACTIVE.values()):
+        try:
+            m.unmount()
+        except Exception as exc:
+            log(f"cleanup of {m.mnt} failed: {exc}")
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+class PeakRss:
+    """Polls a process' VmRSS in a thread; ``stop()`` gives max(polled VmRSS, VmHWM) in bytes."""
+
+    def __init__(self, pid: int, interval: float = 0.01) -> None:
+        self.pid, self.interval = pid, interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            rss = read_status(self.pid, "VmRSS")
+            if rss is None:
+                return
+            self.peak = max(self.peak, rss)
+
+    def stop(self) -> int:
+        hwm = read_status(self.pid, "VmHWM") or 0
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak, hwm)
+
+
+@contextmanager
+def traced(tool_cmd: list[str], ready_wait: float = 0.7) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a tracer (py-spy, strace) for the duration of the block; stop it with SIGINT."""
+    proc = subprocess.Popen(tool_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        time.sleep(ready_wait)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# --------------------------------------------------------------------------- data
+
+
+def _generate(cfg: Config) -> np.ndarray:
+    """Smooth data (product of slow waves drifting along axis 0) plus a little noise."""
+    nz, ny, nx = cfg.shape
+    out = np.empty(cfg.shape, dtype="<f4")
+    rng = np.random.default_rng(42)
+    y = np.arange(ny, dtype=np.float32)[:, None]
+    x = np.arange(nx, dtype=np.float32)[None, :]
+    for z in range(nz):
+        plane = np.sin(x * (2 * np.pi / 500) + z * 0.05) * np.cos(y * (2 * np.pi / 700) - z * 0.03)
+        plane = plane * 10 + 20 + rng.standard_normal((ny, nx), dtype=np.float32) * 0.05
+        out[z] = plane
+    return out
+
+
+def ensure_data(cfg: Config, base: Path, variants: list[str]) -> dict[str, Path]:
+    """Write ``src.raw`` and every requested store once; later runs reuse them."""
+    import zarr
+
+    base.mkdir(parents=True, exist_ok=True)
+    src = base / "src.raw"
+    data: np.ndarray | None = None
+    if not (src.exists() and src.stat().st_size == cfg.nbytes):
+        log(f"generating {cfg.shape} float32 -> {src}")
+        data = _generate(cfg)
+        data.tofile(src)
+    stores = {}
+    for v in variants:
+        store = base / f"{v}.zarr"
+        marker = base / f"{v}.done"
+        stamp = json.dumps({"cfg": asdict(cfg), "variant": v, "zarr": zarr.__version__})
+        stores[v] = store
+        if (
+            marker.exists()
+            and marker.read_text() == stamp
+            and (store / ARRAY / "zarr.json").exists()
+        ):
+            continue
+        if data is None:
+            data = np.fromfile(src, dtype="<f4").reshape(cfg.shape)
+        log(f"writing {store} with zarr-python")
+        shutil.rmtree(store, ignore_errors=True)
+        marker.unlink(missing_ok=True)
+        root = zarr.open_group(str(store), mode="w", zarr_format=3)
+        arr = root.create_array(
+            ARRAY, shape=cfg.shape, dtype="float32", fill_value=0.0, **_create_kwargs(v, cfg)
+        )
+        arr[...] = data
+        marker.write_text(stamp)
+    return stores
+
+
+def ensure_listing(path: Path, groups: int, per_group: int) -> None:
+    """A hierarchy of groups x arrays of shape (4,), one chunk each; metadata written directly."""
+    stamp = f"{groups}x{per_group}"
+    marker = path.with_suffix(".done")
+    if marker.exists() and marker.read_text() == stamp and (path / "zarr.json").exists():
+        return
+    log(f"building the listing hierarchy {path} ({groups} groups x {per_group} arrays)")
+    shutil.rmtree(path, ignore_errors=True)
+    marker.unlink(missing_ok=True)
+    group_doc = json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}})
+    array_doc = json.dumps({
+        "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "float32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0.0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "attributes": {},
+    })  # fmt: skip
+    path.mkdir(parents=True)
+    (path / "zarr.json").write_text(group_doc)
+    for g in range(groups):
+        gdir = path / f"g{g:03d}"
+        gdir.mkdir()
+        (gdir / "zarr.json").write_text(group_doc)
+        for a in range(per_group):
+            adir = gdir / f"a{a:03d}"
+            (adir / "c").mkdir(parents=True)
+            (adir / "zarr.json").write_text(array_doc)
+            (adir / "c" / "0").write_bytes(np.arange(4, dtype="<f4").tobytes())
+    marker.write_text(stamp)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class Row:
+    measurement: str
+    variant: str
+    zarrfs: float | None
+    zarr_python: float | None = None
+    tensorstore: float | None = None
+    target: str = ""
+    met: bool | None = None
+    notes: str = ""
+    fmt: str = "{:.0f}"
+
+    @property
+    def ratio(self) -> float | None:
+        if self.zarrfs is None or not self.zarr_python:
+            return None
+        return self.zarrfs / self.zarr_python
+
+    def cells(self) -> list[str]:
+        def f(v: float | None) -> str:
+            return "—" if v is None or v != v else self.fmt.format(v)
+
+        ratio = "—" if self.ratio is None else f"{self.ratio:.2f}×"
+        met = {None: "—", True: "yes", False: "**no**"}[self.met]
+        return [
+            self.measurement, self.variant, f(self.zarrfs), f(self.zarr_python),
+            f(self.tensorstore), ratio, self.target, met, self.notes,
+        ]  # fmt: skip
+
+
+HEADER = [
+    "measurement", "variant", "zarrfs", "zarr-python", "tensorstore",
+    "ratio (zarrfs/zarr-python)", "target", "met?", "notes",
+]  # fmt: skip
+
+
+def markdown_table(rows: list[Row]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def mibps(nbytes: int, seconds: float) -> float:
+    return nbytes / MiB / seconds
+
+
+# --------------------------------------------------------------------------- engines
+
+
+def zarr_open(store: Path, mode: str = "r") -> Any:
+    import zarr
+
+    return zarr.open_array(store=str(store), path=ARRAY, mode=mode)
+
+
+def ts_open(store: Path, cache_bytes: int = 0) -> Any:
+    import tensorstore as ts
+
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(store / ARRAY)}}
+    ctx = ts.Context({"cache_pool": {"total_bytes_limit": cache_bytes}})
+    return ts.open(spec, context=ctx, open=True).result()
+
+
+def ts_bytes_read() -> int:
+    import tensorstore as ts
+
+    for m in ts.experimental_collect_matching_metrics("/tensorstore/kvstore/file/bytes_read"):
+        return int(sum(v.get("value", 0) for v in m["values"]))
+    return 0
+
+
+class _ByteCounter:
+    total = 0
+
+
+def zarr_counting_array(store: Path) -> Any:
+    """A zarr-python array whose store counts the bytes every get returns."""
+    import zarr
+    from zarr.storage import LocalStore, WrapperStore
+
+    class Counting(WrapperStore):  # type: ignore[misc, type-arg]
+        async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+            buf = await self._store.get(key, prototype, byte_range)
+            if buf is not None:
+                _ByteCounter.total += len(buf)
+            return buf
+
+        async def get_partial_values(self, prototype: Any, key_ranges: Any) -> Any:
+            bufs = await self._store.get_partial_values(prototype, key_ranges)
+            _ByteCounter.total += sum(len(b) for b in bufs if b is not None)
+            return bufs
+
+    return zarr.open_array(store=Counting(LocalStore(str(store), read_only=True)), path=ARRAY)
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+
+@dataclass
+class Bench:
+    args: argparse.Namespace
+    cfg: Config
+    base: Path
+    mnt: Path
+    rows: list[Row] = field(default_factory=list)
+    profiles: list[tuple[str, str, Path]] = field(default_factory=list)
+    raw_warm_mibps: float = 0.0
+    raw_cold_mibps: float = 0.0
+
+    @property
+    def cache_bytes(self) -> int:
+        from zarrfs.fuse.options import parse_size
+
+        return parse_size(self.args.cache_size)
+
+    def mount(self, store: Path) -> Mount:
+        opts = f"cache_size={self.args.cache_size}"
+        if self.args.mount_options:
+            opts += "," + self.args.mount_options
+        return Mount(self.args.python, store, self.mnt, opts)
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        log("  " + " | ".join(row.cells()))
+
+    # -- plain raw file reference (once)
+    def raw_reference(self) -> None:
+        src = self.base / "src.raw"
+        drop_caches()
+        cold = cat_file(src)
+        warm = cat_file(src)
+        self.raw_cold_mibps = mibps(self.cfg.nbytes, cold)
+        self.raw_warm_mibps = mibps(self.cfg.nbytes, warm)
+        log(f"plain raw file: cold {self.raw_cold_mibps:.0f} MiB/s, warm {self.raw_warm_mibps:.0f}")
+
+    # -- 1, 2, 5: sequential reads and peak RSS
+    def sequential(self, v: str, store: Path) -> None:
+        n = self.cfg.nbytes
+        src = np.fromfile(self.base / "src.raw", dtype="<f4")
+        drop_caches()
+        with self.mount(store) as m:
+            assert m.pid is not None
+            rss = PeakRss(m.pid)
+            cold = cat_file(m.mnt / ARRAY / "data.raw")
+            warm = cat_file(m.mnt / ARRAY / "data.raw")
+            peak = rss.stop()
+        drop_caches()
+        with self.mount(store) as m:
+            assert m.pid is not None
+            rss = PeakRss(m.pid)
+            t_np, got = timed(lambda: np.fromfile(m.mnt / ARRAY / "data.raw", dtype="<f4"))
+            peak = max(peak, rss.stop())
+        identical = bool(np.array_equal(got, src))
+        del got
+        drop_caches()
+        a = zarr_open(store)
+        t_zp, _ = timed(lambda: a[...])
+        t_zp_warm, _ = timed(lambda: a[...])
+        drop_caches()
+        t = ts_open(store)
+        t_ts, _ = timed(lambda: t.read().result())
+        t_ts_warm, _ = timed(lambda: t.read().result())
+        need = 1.3 if v == "gzip" else 1.0
+        zp, ts_ = mibps(n, t_zp), mibps(n, t_ts)
+        for label, secs in (("cat", cold), ("numpy.fromfile", t_np)):
+            r = Row(f"1. seq read cold, {label} (MiB/s)", v, mibps(n, secs), zp, ts_,
+                    f"≥ {need:.1f}× zarr-python")  # fmt: skip
+            r.met = (r.ratio or 0) >= need
+            if label == "numpy.fromfile":
+                r.notes = "bytes identical to src.raw" if identical else "**bytes DIFFER**"
+            self.add(r)
+        zf_warm = mibps(n, warm)
+        to_raw = zf_warm / self.raw_warm_mibps
+        self.add(Row(
+            "2. seq re-read warm, cat (MiB/s)", v, zf_warm, mibps(n, t_zp_warm),
+            mibps(n, t_ts_warm), f"≥ 0.5× plain raw page-cache read ({self.raw_warm_mibps:.0f})",
+            to_raw >= 0.5, f"{to_raw:.2f}× plain raw; zarr-python/tensorstore: 2nd read, no cache",
+        ))  # fmt: skip
+        self.add(self._rss_row("5. daemon peak RSS, seq read (MiB)", v, peak))
+
+    def _rss_row(self, name: str, v: str, peak: int) -> Row:
+        limit = self.cache_bytes + 150 * MiB
+        return Row(
+            name,
+            v,
+            peak / MiB,
+            None,
+            None,
+            f"≤ cache_size + 150 MiB ({limit / MiB:.0f})",
+            peak <= limit,
+            f"-o cache_size={self.args.cache_size}",
+        )
+
+    # -- 3: random 4 KiB reads
+    def random_reads(self, v: str, store: Path) -> None:
+        n, count = self.cfg.nbytes, self.args.random_reads
+        rng = np.random.default_rng(7)
+        sets = [rng.integers(0, n // 4096, count) * 4096 for _ in range(2)]
+        drop_caches()
+        zf, served = [], []
+        with self.mount(store) as m:
+            for offs in sets:
+                before = m.stats()["arrays"].get(ARRAY, {}).get("bytes_served", 0)
+                zf.append(self._pread_latencies(m.mnt / ARRAY / "data.raw", offs))
+                after = m.stats()["arrays"].get(ARRAY, {}).get("bytes_served", 0)
+                served.append((after - before) / MiB)
+        zp_n = min(count, self.args.zp_samples)
+        drop_caches()
+        a = zarr_open(store)
+        zp = [self._element_latencies(lambda i: a[i], offs[:zp_n]) for offs in sets]
+        drop_caches()
+        t = ts_open(store, self.cache_bytes)
+        ts_ = [self._element_latencies(lambda i: t[i].read().result(), offs) for offs in sets]
+        note_zp = f"zarr-python n={zp_n} (no chunk cache); zarrfs/tensorstore n={count}"
+        for k, phase in enumerate(("cold", "warm")):
+            for q in (50, 99):
+                r = Row(f"3. random 4K pread {phase} p{q} (µs)", v,
+                        pct(zf[k], q), pct(zp[k], q), pct(ts_[k], q), notes=note_zp)  # fmt: skip
+                if q == 50 and phase == "cold":
+                    r.target, r.met = "≤ zarr-python p50", r.zarrfs <= r.zarr_python  # type: ignore[operator]
+                elif q == 50:
+                    r.target, r.met = "≤ 100 µs", r.zarrfs <= 100  # type: ignore[operator]
+                if q == 50:
+                    r.notes += (
+                        f"; the daemon served {served[k]:.1f} MiB for these "
+                        f"{count * 4096 / MiB:.0f} MiB of preads (the rest: kernel page cache)"
+                    )
+                if phase == "warm":
+                    r.notes += "; warm = same mount, new open(), a new set of offsets"
+                self.add(r)
+
+    def _pread_latencies(self, path: Path, offsets: np.ndarray) -> np.ndarray:
+        out = np.empty(len(offsets))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            clock, pread = time.perf_counter_ns, os.pread
+            for k, off in enumerate(offsets.tolist()):
+                t0 = clock()
+                pread(fd, 4096, off)
+                out[k] = clock() - t0
+        finally:
+            os.close(fd)
+        return out / 1000
+
+    def _element_latencies(self, read: Callable[[Any], Any], offsets: np.ndarray) -> np.ndarray:
+        idx = np.stack(np.unravel_index(offsets // 4, self.cfg.shape), axis=1).tolist()
+        out = np.empty(len(idx))
+        clock = time.perf_counter_ns
+        for k, i in enumerate(idx):
+            key = tuple(i)
+            t0 = clock()
+            read(key)
+            out[k] = clock() - t0
+        return out / 1000
+
+    # -- 4, 5: full overwrite
+    def overwrite(self, v: str, store: Path) -> None:
+        n, src = self.cfg.nbytes, self.base / "src.raw"
+        drop_caches()
+        cat_file(src)  # the source comes from the page cache for every engine
+        with self.mount(store) as m:
+            assert m.pid is not None
+            rss = PeakRss(m.pid)
+            dd = f"dd if='{src}' of='{m.mnt / ARRAY / 'data.raw'}' bs=1M conv=notrunc,fsync"
+            t_zf = timed_then_sync(lambda: sh(dd + " status=none"))
+            peak = rss.stop()
+        x = np.fromfile(src, dtype="<f4").reshape(self.cfg.shape)
+        identical = bool(np.array_equal(zarr_open(store)[...], x))
+        drop_caches()
+        a = zarr_open(store, mode="r+")
+        t_zp = timed_then_sync(lambda: a.__setitem__(Ellipsis, x))
+        drop_caches()
+        t = ts_open(store)
+        t_ts = timed_then_sync(lambda: t.write(x).result())
+        r = Row("4. full overwrite (MiB/s)", v, mibps(n, t_zf), mibps(n, t_zp), mibps(n, t_ts),
+                "≥ 1.0× zarr-python")  # fmt: skip
+        r.met = (r.ratio or 0) >= 1.0
+        r.notes = "dd bs=1M conv=notrunc,fsync; all three + sync; " + (
+            "zarr-python reads back src.raw" if identical else "**read-back DIFFERS**"
+        )
+        self.add(r)
+        self.add(self._rss_row("5. daemon peak RSS, overwrite (MiB)", v, peak))
+
+    # -- 6: bytes fetched for one 4 KiB read of the sharded array
+    def shard_fetch(self, v: str, store: Path) -> None:
+        cfg = self.cfg
+        z, y = min(cfg.shape[0] - 1, cfg.inner[0] + 8), cfg.inner[1] + 8
+        off = (z * cfg.shape[1] + y) * cfg.shape[2] * 4
+        expected_4k, shards_4k, inner_4k = self._expected_fetch(store, off, 4096)
+        drop_caches()
+        strace_bytes: int | None = None
+        with self.mount(store) as m:
+            before = m.stats()["arrays"].get(ARRAY, {})
+            tracer = shutil.which("strace")
+            trace_file = self.base / "strace-shard.txt"
+            cmd = [tracer or "true", "-f", "-qq", "-p", str(m.pid), "-e", "trace=pread64",
+                   "-o", str(trace_file)]  # fmt: skip
+            with traced(cmd, ready_wait=1.0 if tracer else 0):
+                fd = os.open(m.mnt / ARRAY / "data.raw", os.O_RDONLY)
+                try:
+                    os.pread(fd, 4096, off)
+                finally:
+                    os.close(fd)
+                time.sleep(0.5)  # let any read-ahead the daemon started finish
+            after = m.stats()["arrays"].get(ARRAY, {})
+            if tracer and trace_file.exists():
+                strace_bytes = _sum_pread(trace_file)
+        fetched = after.get("bytes_fetched", 0) - before.get("bytes_fetched", 0)
+        served = after.get("bytes_served", 0) - before.get("bytes_served", 0)
+        expected_req, shards_req, inner_req = self._expected_fetch(store, off, max(served, 4096))
+        # the same elements through zarr-python (counting store) and tensorstore (its metrics)
+        rows = max(1, 1024 // cfg.shape[2])
+        sel = (z, slice(y, y + rows), slice(0, min(1024, cfg.shape[2])))
+        drop_caches()
+        a = zarr_counting_array(store)
+        _ByteCounter.total = 0
+        a[sel]
+        zp_bytes = _ByteCounter.total
+        drop_caches()
+        t = ts_open(store)
+        b0 = ts_bytes_read()
+        t[sel].read().result()
+        ts_bytes = ts_bytes_read() - b0
+        notes = (
+            f"4 KiB at offset {off} touches {shards_4k} shard(s), {inner_4k} inner chunk(s); "
+            f"kernel asked zarrfs for {served} B"
+        )
+        if served > 4096:
+            notes += (
+                f" (read-ahead: index+inner chunks for that range = {expected_req} B, "
+                f"{inner_req} inner chunks)"
+            )
+        if strace_bytes is not None:
+            notes += f"; strace: daemon pread64 total {strace_bytes} B"
+        self.add(Row(
+            "6. bytes fetched, one 4 KiB read (B)", v, fetched, zp_bytes, ts_bytes,
+            f"≤ shard index(es) + touched inner chunk(s) = {expected_4k}", fetched <= expected_4k,
+            notes,
+        ))  # fmt: skip
+
+    def _expected_fetch(self, store: Path, offset: int, size: int) -> tuple[int, int, int]:
+        """(index bytes of the touched shards + stored bytes of the touched inner chunks,
+        number of shards, number of inner chunks) for the flat byte range."""
+        cfg = self.cfg
+        meta = json.loads((store / ARRAY / "zarr.json").read_text())
+        sharding = meta["codecs"][0]["configuration"]
+        has_crc = any(c["name"] == "crc32c" for c in sharding["index_codecs"])
+        per_shard = tuple(s // i for s, i in zip(cfg.shards, cfg.inner, strict=True))
+        n_inner = int(np.prod(per_shard))
+        index_size = n_inner * 16 + (4 if has_crc else 0)
+        e0, e1 = offset // 4, min(cfg.nbytes, offset + size + 3) // 4
+        touched: set[tuple[int, ...]] = set()
+        row_len = cfg.shape[2]
+        for row in range(e0 // row_len, (e1 - 1) // row_len + 1):
+            zz, yy = divmod(row, cfg.shape[1])
+            x0 = max(e0, row * row_len) - row * row_len
+            x1 = min(e1, (row + 1) * row_len) - row * row_len
+            for cx in range(x0 // cfg.inner[2], (x1 - 1) // cfg.inner[2] + 1):
+                touched.add((zz // cfg.inner[0], yy // cfg.inner[1], cx))
+        shards: dict[tuple[int, ...], np.ndarray] = {}
+        total = 0
+        for c in sorted(touched):
+            s = tuple(ci // p for ci, p in zip(c, per_shard, strict=True))
+            if s not in shards:
+                key = store / ARRAY / "c" / "/".join(map(str, s))
+                with open(key, "rb") as f:
+                    f.seek(-index_size, os.SEEK_END)
+                    raw = f.read(index_size)
+                shards[s] = np.frombuffer(raw[: n_inner * 16], "<u8").reshape(*per_shard, 2)
+                total += index_size
+            local = tuple(ci % p for ci, p in zip(c, per_shard, strict=True))
+            total += int(shards[s][local][1])
+        return total, len(shards), len(touched)
+
+    # -- 7: listing
+    def listing(self) -> None:
+        path = self.base.parent / "listing.zarr"
+        g, per = self.args.listing_groups, self.args.listing_arrays
+        ensure_listing(path, g, per)
+        drop_caches()
+        with self.mount(path) as m:
+            t_find, out = timed(lambda: sh(f"find '{m.mnt}' | wc -l"))
+        entries = int(out.stdout.strip())
+        drop_caches()
+        with self.mount(path) as m:
+            t_ls, _ = timed(lambda: sh(f"ls -lR '{m.mnt}' > /dev/null"))
+        import zarr
+
+        drop_caches()
+        t_zp, members = timed(
+            lambda: list(zarr.open_group(str(path), mode="r").members(max_depth=None))
+        )
+        label = f"{g * per:,} arrays"
+        for name, secs, note in (
+            ("find MNT | wc -l", t_find, f"{entries:,} entries"),
+            ("ls -lR MNT", t_ls, ""),
+        ):
+            r = Row(f"7. list {label}: {name} (s)", "hierarchy", secs, t_zp, None,
+                    "no slower than zarr-python", fmt="{:.2f}")  # fmt: skip
+            r.met = secs <= t_zp
+            r.notes = "; ".join(
+                x
+                for x in (
+                    note,
+                    f"zarr-python members(max_depth=None): {len(members):,} nodes",
+                    "cold: fresh mount, dropped caches",
+                )
+                if x  # fmt: skip
+            )
+            self.add(r)
+
+    # -- py-spy profiles (extra untimed passes)
+    def profile(self, v: str, store: Path) -> None:
+        spy = shutil.which("py-spy") or str(Path(self.args.python).parent / "py-spy")
+        if not os.path.exists(spy):
+            log("py-spy not found: no profile")
+            return
+        outdir = self.base / "profiles"
+        outdir.mkdir(exist_ok=True)
+        rng = np.random.default_rng(11)
+        offsets = rng.integers(0, self.cfg.nbytes // 4096, self.args.random_reads) * 4096
+        for phase in ("seq", "random"):
+            out = outdir / f"{v}-{phase}.txt"
+            out.unlink(missing_ok=True)
+            drop_caches()
+            with self.mount(store) as m:
+                cmd = [spy, "record", "-p", str(m.pid), "-o", str(out), "--format", "raw",
+                       "-r", str(self.args.profile_rate), "--nonblocking"]  # fmt: skip
+                with traced(cmd):
+                    if phase == "seq":
+                        cat_file(m.mnt / ARRAY / "data.raw")
+                    else:
+                        for _ in range(2):
+                            self._pread_latencies(m.mnt / ARRAY / "data.raw", offsets)
+            if out.exists():
+                self.profiles.append((v, phase, out))
+
+
+def _sum_pread(trace_file: Path) -> int:
+    total = 0
+    for line in trace_file.read_text().splitlines():
+        if "pread64(" in line and "=" in line:
+            tail = line.rsplit("=", 1)[1].split()
+            if tail and tail[0].isdigit():
+                total += int(tail[0])
+    return total
+
+
+#: leaf frames that mean "waiting for work" (py-spy does not always see these threads as idle)
+IDLE_LEAVES = (
+    "EpollIOManager.get_events (trio/_core/_io_epoll.py)",  # the trio loop in epoll_wait
+    "WorkerThread._work (trio/_core/_thread_cache.py)",  # a trio worker waiting for a job
+    "_worker (concurrent/futures/thread.py)",  # an executor thread waiting on its queue
+    "Condition.wait (threading.py)",
+    "Event.wait (threading.py)",
+)
+
+
+def summarize_profile(path: Path, top: int) -> str:
+    """Top functions by self samples (leaf frame) and by inclusive samples (zarrfs frames),
+    as shares of the busy samples (idle waits counted apart)."""
+    self_t: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = idle = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = []
+        for fr in stack.split(";"):
+            name, _, loc = fr.partition(" (")
+            frames.append(f"{name} ({loc.rsplit(':', 1)[0]})" if loc else name)
+        if frames[-1] in IDLE_LEAVES:
+            idle += n
+            continue
+        total += n
+        self_t[frames[-1]] += n
+        for fr in set(frames):
+            if "zarrfs/" in fr:
+                incl[fr] += n
+    if not total:
+        return "(no samples)"
+    lines = [
+        f"{total} busy samples ({idle} more were threads waiting for work: epoll, idle workers)."
+        " Self time:",
+        "",
+    ]
+    lines += [f"- {100 * c / total:5.1f}%  `{f}`" for f, c in self_t.most_common(top)]
+    lines += ["", "Inclusive time, zarrfs functions:", ""]
+    lines += [f"- {100 * c / total:5.1f}%  `{f}`" for f, c in incl.most_common(top)]
+    return "\n".join(lines)
+
+
+def environment(args: argparse.Namespace, cfg: Config) -> str:
+    from importlib.metadata import version
+
+    import tensorstore  # noqa: F401
+    import zarr
+
+    try:
+        rev = sh(f"git -C '{REPO}' rev-parse --short HEAD").stdout.strip()
+        dirty = sh(f"git -C '{REPO}' status --porcelain -- zarrfs").stdout.strip()
+        rev += " (+ uncommitted changes in zarrfs/)" if dirty else ""
+    except Exception:
+        rev = "?"
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
+    return "\n".join([
+        f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}; host: "
+        f"{platform.node()}, {os.cpu_count()} CPUs, {mem:.1f} GiB RAM, Linux {platform.release()}",
+        f"- zarrfs {rev}; zarr-python {zarr.__version__}; tensorstore {version('tensorstore')}; "
+        f"numpy {np.__version__}; numcodecs {version('numcodecs')}; "
+        f"Python {platform.python_version()}",
+        f"- data: float32 {cfg.shape} = {cfg.nbytes / MiB:.0f} MiB, chunks {cfg.chunks}; sharded: "
+        f"shards {cfg.shards} of inner chunks {cfg.inner} (blosc lz4)",
+        f"- mount options: -o cache_size={args.cache_size}"
+        + (f",{args.mount_options}" if args.mount_options else "")
+        + f"; tensorstore random reads use cache_pool total_bytes_limit = {args.cache_size}",
+        "- cold = `drop_caches` + fresh mount / freshly opened array; throughputs in MiB/s "
+        "(higher is better), latencies in µs and listing in s (lower is better)",
+    ])  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/zarrfs-bench"))
+    p.add_argument("--out", type=Path, help="write the markdown report here too")
+    p.add_argument("--json", type=Path, help="write the rows as JSON here")
+    p.add_argument(
+        "--small", action="store_true", help="(32, 512, 512) instead of (128, 1024, 1024)"
+    )
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset")
+    p.add_argument(
+        "--skip", default="", help="phases to skip: seq,random,overwrite,shard,listing,profile"
+    )
+    p.add_argument("--cache-size", default="512M", help="-o cache_size= for every mount")
+    p.add_argument("--mount-options", default="", help="extra -o options")
+    p.add_argument("--random-reads", type=int, default=10_000)
+    p.add_argument(
+        "--zp-samples",
+        type=int,
+        default=None,
+        help="zarr-python single-element reads per pass (default 100 small, 200 full)",
+    )
+    p.add_argument(
+        "--listing-groups",
+        type=int,
+        default=None,
+        help="groups in the listing hierarchy (default 100; 10 with --small)",
+    )
+    p.add_argument("--listing-arrays", type=int, default=100)
+    p.add_argument("--profile-rate", type=int, default=200, help="py-spy samples per second")
+    p.add_argument("--profile-top", type=int, default=10)
+    p.add_argument("--python", default=sys.executable, help="interpreter that runs zarrfs")
+    args = p.parse_args(argv)  # fmt: skip
+    if args.listing_groups is None:
+        args.listing_groups = 10 if args.small else 100
+    if args.zp_samples is None:
+        args.zp_samples = 100 if args.small else 200
+    variants = [
+        ("sharded" if v == "sharding_indexed" else v) for v in args.variants.split(",") if v
+    ]
+    for v in variants:
+        _create_kwargs(v, SMALL)  # validates the name
+    skip = {s for s in args.skip.split(",") if s}
+    cfg = SMALL if args.small else FULL
+    if os.geteuid() != 0:
+        log("WARNING: not root: the page cache cannot be dropped")
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGHUP, _on_signal)
+    atexit.register(_cleanup_all)
+    base = args.workdir / cfg.tag
+    bench = Bench(args, cfg, base, args.workdir / "mnt")
+    started = time.monotonic()
+    try:
+        stores = ensure_data(cfg, base, variants)
+        bench.raw_reference()
+        for v in variants:
+            log(f"== {v}")
+            store = stores[v]
+            if "seq" not in skip:
+                bench.sequential(v, store)
+            if "random" not in skip:
+                bench.random_reads(v, store)
+            if v == "sharded" and "shard" not in skip:
+                bench.shard_fetch(v, store)
+            if "overwrite" not in skip:
+                bench.overwrite(v, store)
+            if "profile" not in skip:
+                bench.profile(v, store)
+        if "listing" not in skip:
+            log("== listing")
+            bench.listing()
+    finally:
+        _cleanup_all()
+    elapsed = time.monotonic() - started
+    report = [
+        f"## zarrfs benchmark ({cfg.tag}: {cfg.nbytes / MiB:.0f} MiB per variant)",
+        "",
+        environment(args, cfg),
+        f"- plain raw file `src.raw`: cold {bench.raw_cold_mibps:.0f} MiB/s, "
+        f"page cache {bench.raw_warm_mibps:.0f} MiB/s; run took {elapsed:.0f} s",
+        "",
+        markdown_table(bench.rows),
+    ]
+    if bench.profiles:
+        report += ["", "### py-spy profiles of the daemon (separate, untimed passes)"]
+        for v, phase, path in bench.profiles:
+            what = "sequential cat" if phase == "seq" else "random 4 KiB preads (cold + warm pass)"
+            report += ["", f"#### {v}, {what} (`{path}`)", "",
+                       summarize_profile(path, args.profile_top)]  # fmt: skip
+    text = "\n".join(report) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    if args.json:
+        args.json.write_text(
+            json.dumps([asdict(r) | {"ratio": r.ratio} for r in bench.rows], indent=1)
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
