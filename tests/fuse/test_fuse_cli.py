@@ -150,6 +150,9 @@ def test_systemd_ready_only_when_live_and_stopping_on_sigterm(tmp_path, mountpoi
         proc.send_signal(signal.SIGTERM)
         assert sock.recv(4096).decode() == "STOPPING=1"
         assert proc.wait(timeout=20) == 0
+        sock.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            sock.recv(4096)  # exactly one STOPPING=1
         assert runtime.mount_info(str(mountpoint)) is None
     finally:
         sock.close()

@@ -37,7 +37,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import pyfuse3
@@ -133,9 +133,10 @@ class Status:
 
     def failed(self, message: str) -> None:
         self.failure = message
-        if self._fd is None:
-            print(f"zarrfs: {message}", file=sys.stderr)
-        log.error("%s", message)
+        if self._fd is None and not runtime.stderr_is_journal():
+            print(f"zarrfs: {message}", file=sys.stderr)  # a person at a terminal
+        else:
+            log.error("%s", message)  # the daemon's log file or the journal
         self._send(f"error {message}")
 
 
@@ -188,7 +189,7 @@ def run(
         code = 1
     finally:
         runtime.remove_pid_file(mountpoint)
-        if systemd:
+        if systemd and not loop.signalled:  # unmounted from outside
             runtime.sd_notify("STOPPING=1")
         code = _shutdown(tree) or code
     if status.failure is not None:
@@ -228,7 +229,7 @@ async def _serve(loop: _Loop, fuse_options: set[str]) -> None:
             pyfuse3.close(unmount=True)
 
 
-async def _watch_signals(loop: _Loop, signals: trio.abc.ReceiveChannel[int]) -> None:
+async def _watch_signals(loop: _Loop, signals: AsyncIterator[int]) -> None:
     async for signum in signals:
         log.info("%s received: unmounting %s", signal.Signals(signum).name, loop.mountpoint)
         if loop.systemd:
