@@ -81,11 +81,20 @@ WRITER_LIMITS[("zarr-python", "raw_bytes3+sharding")] = (
     "raw_bytes array (the sharding codec hashes the chunk spec, fill value included)"
 )
 
+WRITER_LIMITS[("zarr-python", "fill:hexnan")] = (
+    'zarr-python writes a NaN fill value with a payload as "NaN" in zarr.json, while the '
+    "chunks it writes in the same session hold the payload, so its own array disagrees with "
+    "itself once reopened"
+)
+
 #: Arrays an oracle cannot read back, for the same reasons (keys as in WRITER_LIMITS).
 READER_LIMITS: dict[tuple[str, str], str] = {
     ("zarr-python", "transpose-shard"): WRITER_LIMITS[("zarr-python", "transpose-shard")],
     ("tensorstore", "raw_bytes3"): WRITER_LIMITS[("tensorstore", "raw_bytes3")],
     ("zarr-python", "raw_bytes3+sharding"): WRITER_LIMITS[("zarr-python", "raw_bytes3+sharding")],
+    ("zarr-python", "float16+fill:hexnan"): (
+        'zarr-python reads the float16 fill value "0x7e01" as 0x7e00 (the payload is lost)'
+    ),
 }
 
 
@@ -156,7 +165,9 @@ class Chain:
 
     name: str
     chunks: tuple[int, ...]
-    fill: str  # "zero" | "nonzero" | "nan" (nan falls back to nonzero for non-float types)
+    # "zero" | "nonzero" | "nan" | "hexnan" (NaN with a payload, as hex); the NaN kinds fall
+    # back to nonzero for types without NaN
+    fill: str
     dimension_names: bool = False
 
     def codecs(self, itemsize: int) -> list[dict[str, Any]]:
@@ -219,7 +230,7 @@ CHAINS_3D: tuple[Chain, ...] = (
     Chain("blosc-blosclz-noshuffle", (3, 4, 5), "nonzero"),
     Chain("zstd3", (3, 4, 5), "zero"),
     Chain("zstd3-checksum", (3, 4, 5), "nonzero"),
-    Chain("crc32c", (3, 4, 5), "nan"),
+    Chain("crc32c", (3, 4, 5), "hexnan"),
     Chain("gzip-crc32c", (3, 4, 5), "zero"),
     Chain("shard-end", (6, 8, 5), "nonzero", dimension_names=True),
     Chain("shard-start", (6, 8, 5), "zero"),
@@ -309,8 +320,12 @@ class Case:
 
 def features(chain: Chain, dtype: str) -> tuple[str, ...]:
     """The names under which WRITER_LIMITS / READER_LIMITS may list a chain and data type."""
-    sharded = any(c["name"] == "sharding_indexed" for c in chain.codecs(1))
-    return (dtype, chain.name) + ((f"{dtype}+sharding",) if sharded else ())
+    found = [dtype, chain.name]
+    if any(c["name"] == "sharding_indexed" for c in chain.codecs(1)):
+        found.append(f"{dtype}+sharding")
+    if numpy_dtype(dtype).kind in "fc":
+        found += [f"fill:{chain.fill}", f"{dtype}+fill:{chain.fill}"]
+    return tuple(found)
 
 
 def _writable(writer: str, chain: Chain, dtype: str) -> bool:
@@ -338,6 +353,10 @@ CASES: tuple[Case, ...] = tuple(
 # fill values and data
 
 
+#: NaN with a payload, written as the spec's hex bit pattern, by float size
+_HEX_NAN = {2: "0x7e01", 4: "0x7fc00001", 8: "0x7ff8000000000001"}
+
+
 def fill_json(fill: str, dtype: str) -> Any:
     """The JSON fill value of a chain's fill kind for a data type."""
     dt = numpy_dtype(dtype)
@@ -353,23 +372,33 @@ def fill_json(fill: str, dtype: str) -> Any:
         return int(info.max) - 2 if dt.kind == "u" else int(info.min) + 3
     if fill == "nan":
         return ["NaN", -1.5] if dt.kind == "c" else "NaN"
+    if fill == "hexnan":
+        return [_HEX_NAN[dt.itemsize // 2], -0.0] if dt.kind == "c" else _HEX_NAN[dt.itemsize]
     return [-2.5, "Infinity"] if dt.kind == "c" else -2.5
 
 
+def _float_bytes(value: Any, size: int) -> bytes:
+    """Little-endian bytes of one JSON float fill value (number, special name or hex bits)."""
+    if isinstance(value, str) and value.startswith("0x"):
+        return int(value, 16).to_bytes(size, "little")
+    special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+    number = special[value] if isinstance(value, str) else value
+    return np.array(number, dtype=f"<f{size}").tobytes()
+
+
 def fill_scalar(fill: str, dtype: str) -> np.ndarray:
-    """The fill value as a 0-d array of the data type."""
+    """The fill value as a 0-d array of the data type, bit for bit (NaN payloads kept)."""
     value = fill_json(fill, dtype)
-    if numpy_dtype(dtype).kind == "V":
-        return np.frombuffer(base64.b64decode(value), dtype=numpy_dtype(dtype)).reshape(()).copy()
-
-    def real(v: Any) -> float:
-        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(v, v)
-
-    if isinstance(value, list):
-        return np.array(complex(real(value[0]), real(value[1])), dtype=dtype)
-    if isinstance(value, str):
-        return np.array(real(value), dtype=dtype)
-    return np.array(value, dtype=dtype)
+    dt = numpy_dtype(dtype)
+    if dt.kind == "V":
+        raw = base64.b64decode(value)
+    elif dt.kind == "c":
+        raw = b"".join(_float_bytes(v, dt.itemsize // 2) for v in value)
+    elif dt.kind == "f":
+        raw = _float_bytes(value, dt.itemsize)
+    else:
+        return np.array(value, dtype=dt)
+    return np.frombuffer(raw, dtype=dt.newbyteorder("<")).astype(dt).reshape(())
 
 
 def random_data(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
