@@ -32,27 +32,33 @@ from typing import Any
 
 import numpy as np
 
+# fmt: off
 DTYPES: tuple[str, ...] = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-    "raw_bytes3",
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128", "raw_bytes3",
 )
+# fmt: on
 WRITERS: tuple[str, ...] = ("zarr-python", "tensorstore")
 
+_TRANSPOSE_SHARD = (
+    "zarr-python checks the sharding codec's inner chunk_shape against the untransposed chunk "
+    "shape, so it refuses to create (or open) a transpose -> sharding chain whose inner chunks "
+    "tile only the transposed shard ((5, 3, 4) of the (6, 8, 5) shard transposed to (5, 6, 8)); "
+    "'transpose-shard-small' uses (1, 2, 1), valid both ways"
+)
+_TS_RAW_BYTES = (
+    "tensorstore maps raw_bytes to its 'byte' type with an extra dimension: creating one aborts "
+    "the process as for r<N>, and reading one gives numpy void arrays of size 0 in Python"
+)
+_ZP_RAW_BYTES_SHARDING = (
+    "zarr-python fails with 'TypeError: unhashable type: writeable void-scalar' on any sharded "
+    "raw_bytes array (the sharding codec hashes the chunk spec, fill value included)"
+)
+
 #: What an oracle cannot write, and why (checked with zarr 3.1.6 and tensorstore 0.1.86).
-#: Keys are (writer, feature); the feature is a data type or chain name.
+#: Keys are (writer, feature); a feature is a data type, a chain name, "fill:<kind>",
+#: "<dtype>+sharding" or "<dtype>+fill:<kind>" (see ``features``). The r16 rows are why no
+#: r<N> type is in the corpus: no oracle writes one as the spec defines it.
 WRITER_LIMITS: dict[tuple[str, str], str] = {
     ("zarr-python", "r16"): (
         "zarr-python has no r<N> data type: numpy 'V2' is written as the 'raw_bytes' extension "
@@ -63,35 +69,21 @@ WRITER_LIMITS: dict[tuple[str, str], str] = {
         "r<N> array, and when opening one requires a base64 string fill value instead of the "
         "spec's array of integers"
     ),
-    ("zarr-python", "transpose-shard"): (
-        "zarr-python checks the sharding codec's inner chunk_shape against the untransposed "
-        "chunk shape, so it refuses to create (or open) a transpose -> sharding chain whose "
-        "inner chunks tile only the transposed shard ((5, 3, 4) of the (5, 6, 8) transposed "
-        "(6, 8, 5) shard); 'transpose-shard-small' uses (1, 2, 1), valid both ways"
+    ("zarr-python", "transpose-shard"): _TRANSPOSE_SHARD,
+    ("tensorstore", "raw_bytes3"): _TS_RAW_BYTES,
+    ("zarr-python", "raw_bytes3+sharding"): _ZP_RAW_BYTES_SHARDING,
+    ("zarr-python", "fill:hexnan"): (
+        'zarr-python writes a NaN fill value with a payload as "NaN" in zarr.json, while the '
+        "chunks it writes in the same session hold the payload, so its own array disagrees "
+        "with itself once reopened"
     ),
 }
 
-WRITER_LIMITS[("tensorstore", "raw_bytes3")] = (
-    "tensorstore maps raw_bytes to its 'byte' type with an extra dimension: creating one aborts "
-    "the process like r<N>, and reading one gives numpy void arrays of size 0 in Python"
-)
-
-WRITER_LIMITS[("zarr-python", "raw_bytes3+sharding")] = (
-    "zarr-python fails with 'TypeError: unhashable type: writeable void-scalar' on any sharded "
-    "raw_bytes array (the sharding codec hashes the chunk spec, fill value included)"
-)
-
-WRITER_LIMITS[("zarr-python", "fill:hexnan")] = (
-    'zarr-python writes a NaN fill value with a payload as "NaN" in zarr.json, while the '
-    "chunks it writes in the same session hold the payload, so its own array disagrees with "
-    "itself once reopened"
-)
-
-#: Arrays an oracle cannot read back, for the same reasons (keys as in WRITER_LIMITS).
+#: Arrays an oracle cannot read back (keys as in WRITER_LIMITS).
 READER_LIMITS: dict[tuple[str, str], str] = {
-    ("zarr-python", "transpose-shard"): WRITER_LIMITS[("zarr-python", "transpose-shard")],
-    ("tensorstore", "raw_bytes3"): WRITER_LIMITS[("tensorstore", "raw_bytes3")],
-    ("zarr-python", "raw_bytes3+sharding"): WRITER_LIMITS[("zarr-python", "raw_bytes3+sharding")],
+    ("zarr-python", "transpose-shard"): _TRANSPOSE_SHARD,
+    ("tensorstore", "raw_bytes3"): _TS_RAW_BYTES,
+    ("zarr-python", "raw_bytes3+sharding"): _ZP_RAW_BYTES_SHARDING,
     ("zarr-python", "float16+fill:hexnan"): (
         'zarr-python reads the float16 fill value "0x7e01" as 0x7e00 (the payload is lost)'
     ),
