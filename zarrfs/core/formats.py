@@ -167,7 +167,9 @@ def _v1_write(store: Store, path: str, meta: Metadata) -> None:
 
 
 def _v1_keys(meta: Metadata) -> tuple[str, ...]:
-    return ("meta", "attrs") if getattr(meta, "attrs_stored", False) or meta.attributes else ("meta",)
+    return (
+        ("meta", "attrs") if getattr(meta, "attrs_stored", False) or meta.attributes else ("meta",)
+    )
 
 
 def _v1_parse(name: str, content: bytes, old: Metadata) -> Metadata:

@@ -29,7 +29,7 @@ def sample(dtype: np.dtype[Any], shape: tuple[int, ...], seed: int) -> np.ndarra
         return rng.integers(0, 2, size=shape).astype(dtype)
     if kind == "f":
         out = (rng.normal(size=n) * 100).astype(dtype)
-        out[:: 7] = np.nan
+        out[::7] = np.nan
         return out.reshape(shape)
     if kind == "c":
         out = (rng.normal(size=n) + 1j * rng.normal(size=n)).astype(dtype)
@@ -38,7 +38,9 @@ def sample(dtype: np.dtype[Any], shape: tuple[int, ...], seed: int) -> np.ndarra
         return rng.integers(-(10**12), 10**12, size=n).astype(dtype).reshape(shape)
     if kind == "S":
         size = dtype.itemsize
-        words = [bytes(rng.integers(97, 123, size=int(rng.integers(0, size + 1)))) for _ in range(n)]
+        words = [
+            bytes(rng.integers(97, 123, size=int(rng.integers(0, size + 1)))) for _ in range(n)
+        ]
         return np.array(words, dtype=dtype).reshape(shape)
     if kind == "U":
         size = dtype.itemsize // 4

@@ -35,10 +35,23 @@ class Case:
 
 CASES = [
     Case("default-blosc", "<i4"),
-    Case("blosc-zstd-bitshuffle", "<u2", metadata={"compressor": {"id": "blosc", "cname": "zstd",
-         "clevel": 3, "shuffle": 2}}),
-    Case("zlib-F-slash", ">f8", [5, 6, 7], [2, 4, 3], {"compressor": {"id": "zlib", "level": 3},
-         "order": "F", "dimension_separator": "/", "fill_value": "NaN"}),
+    Case(
+        "blosc-zstd-bitshuffle",
+        "<u2",
+        metadata={"compressor": {"id": "blosc", "cname": "zstd", "clevel": 3, "shuffle": 2}},
+    ),
+    Case(
+        "zlib-F-slash",
+        ">f8",
+        [5, 6, 7],
+        [2, 4, 3],
+        {
+            "compressor": {"id": "zlib", "level": 3},
+            "order": "F",
+            "dimension_separator": "/",
+            "fill_value": "NaN",
+        },
+    ),
     Case("gzip", "<i8", metadata={"compressor": {"id": "gzip", "level": 5}, "fill_value": -1}),
     Case("bz2", "<f4", metadata={"compressor": {"id": "bz2", "level": 9}}),
     Case("zstd-F", ">u4", metadata={"compressor": {"id": "zstd", "level": 3}, "order": "F"}),
@@ -46,8 +59,11 @@ CASES = [
     Case("bool", "|b1", metadata={"fill_value": True}),
     Case("f2-inf", "<f2", metadata={"fill_value": "Infinity"}),
     Case("i1", "|i1", metadata={"fill_value": 5}),
-    Case("record", [["x", "<f4"], ["y", ">i2", [2]], ["z", "|u1"]],
-         metadata={"compressor": {"id": "zlib", "level": 1}}),
+    Case(
+        "record",
+        [["x", "<f4"], ["y", ">i2", [2]], ["z", "|u1"]],
+        metadata={"compressor": {"id": "zlib", "level": 1}},
+    ),
 ]
 IDS = [c.id for c in CASES]
 BY_ID = {c.id: c for c in CASES}

@@ -112,7 +112,9 @@ CASES = [
         },
     ),
     # order and separators
-    Case("order-F-3d", "<u2", (5, 6, 7), (2, 4, 3), {"order": "F", "compressors": numcodecs.Zlib(1)}),
+    Case(
+        "order-F-3d", "<u2", (5, 6, 7), (2, 4, 3), {"order": "F", "compressors": numcodecs.Zlib(1)}
+    ),
     Case("order-F-be-slash", ">f8", options={"order": "F", "chunk_key_encoding": "/"}),
     Case("order-F-filters", "<i4", options={"order": "F", "filters": [numcodecs.Delta("<i4")]}),
     Case("separator-slash", "<i2", (5, 6, 7), (2, 4, 3), {"chunk_key_encoding": "/"}),

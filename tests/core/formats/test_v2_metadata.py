@@ -39,7 +39,9 @@ from zarrfs.core.metadata.v2dtypes import VariableLengthError, parse_dtype
         ("|V5", "V5", "|V5"),
     ],
 )
-def test_simple_types_keep_the_stored_order_and_hold_native(text: str, memory: str, stored: str) -> None:
+def test_simple_types_keep_the_stored_order_and_hold_native(
+    text: str, memory: str, stored: str
+) -> None:
     dt = parse_dtype(text)
     assert dt.dtype == np.dtype(memory)
     assert dt.stored == np.dtype(stored) and dt.stored.str == np.dtype(stored).str
@@ -192,7 +194,8 @@ def test_defaults_and_zero_dim_keys() -> None:
 def test_resize_and_attributes_keep_the_document_v2() -> None:
     meta = array_metadata_v2(_doc())
     bigger = meta.with_shape((12, 20))
-    assert bigger.document["shape"] == [12, 20] and json.loads(bigger.to_bytes())["shape"] == [12, 20]
+    assert bigger.document["shape"] == [12, 20]
+    assert json.loads(bigger.to_bytes())["shape"] == [12, 20]
     titled = meta.with_attributes({"title": "t"})
     assert titled.attributes == {"title": "t"} and "attributes" not in titled.document
     assert titled.document == meta.document
@@ -210,7 +213,7 @@ def test_resize_and_attributes_keep_the_document_v2() -> None:
         ({"order": "X"}, MetadataError),
         ({"dimension_separator": "-"}, MetadataError),
         ({"filters": {"id": "delta"}}, MetadataError),
-        ({"filters": [{"id": "delta", "dtype": "<c16"}]}, MetadataError),  # 168 B: not 16-byte items
+        ({"filters": [{"id": "delta", "dtype": "<c16"}]}, MetadataError),  # 168 B, 16-B items
         ({"compressor": {"id": "snappy"}}, UnsupportedError),
         ({"compressor": {"id": "zlib", "bogus": 1}}, MetadataError),
         ({"compressor": "zlib"}, MetadataError),

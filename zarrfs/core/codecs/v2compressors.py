@@ -105,7 +105,9 @@ def _streams(
             raise CorruptDataError(f"{name}: {exc}") from None
         produced += len(out)
         if produced > max_size:
-            raise CorruptDataError(f"{name}: stream decodes to more than the {max_size} bytes allowed")
+            raise CorruptDataError(
+                f"{name}: stream decodes to more than the {max_size} bytes allowed"
+            )
         if not stream.eof:
             raise CorruptDataError(f"{name}: truncated stream")
         parts.append(out)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from math import ceil, prod
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 from numcodecs.abc import Codec as NumCodec
@@ -110,7 +110,7 @@ class V2PipelineCodec(ArrayBytesCodec):
         if dtype.hasobject:
             raise UnsupportedError("object data types cannot be decoded to fixed-size elements")
         self.dtype = dtype
-        self.order = order
+        self.order = cast(Literal["C", "F"], order)
         self.filter_configs = [dict(f) for f in filters] if filters else None
         self.filters: tuple[NumCodec, ...] = tuple(build_filter(f) for f in filters or ())
         self.compressor = None if compressor is None else V2Compressor(compressor)
@@ -174,7 +174,9 @@ class V2PipelineCodec(ArrayBytesCodec):
             buf = self.compressor.decode(data, expected)
         size = memoryview(buf).nbytes
         if size != expected:
-            raise CorruptDataError(f"chunk holds {size} bytes before the filters, expected {expected}")
+            raise CorruptDataError(
+                f"chunk holds {size} bytes before the filters, expected {expected}"
+            )
         for codec in reversed(self.filters):
             buf = codec.decode(buf)
         raw = ensure_contiguous_ndarray(buf).view(np.uint8)
@@ -185,5 +187,5 @@ class V2PipelineCodec(ArrayBytesCodec):
             )
         flat = np.frombuffer(raw, dtype=self.dtype, count=prod(spec.shape))
         out = np.empty(spec.shape, dtype=spec.dtype)
-        out[...] = flat.reshape(spec.shape, order=self.order)  # type: ignore[call-overload]
+        out[...] = flat.reshape(spec.shape, order=self.order)
         return out

@@ -58,7 +58,9 @@ class V1DocumentFormat(DocumentFormat):
 
 
 def dumps_v1(doc: Mapping[str, Any]) -> bytes:
-    return json.dumps(dict(doc), indent=4, sort_keys=True, ensure_ascii=True, allow_nan=True).encode()
+    return json.dumps(
+        dict(doc), indent=4, sort_keys=True, ensure_ascii=True, allow_nan=True
+    ).encode()
 
 
 register_document_format(1, V1DocumentFormat())
@@ -99,7 +101,9 @@ def parse_v1(
         raise MetadataError(f"meta: invalid metadata: {type(exc).__name__}: {exc}") from exc
 
 
-def array_metadata_v1(doc: Mapping[str, Any], attributes: Mapping[str, Any] | None = None) -> V1ArrayMetadata:
+def array_metadata_v1(
+    doc: Mapping[str, Any], attributes: Mapping[str, Any] | None = None
+) -> V1ArrayMetadata:
     """Validate a ``meta`` object given as a mapping (e.g. to create an array)."""
     return parse_v1(dumps_v1(doc), attributes)
 

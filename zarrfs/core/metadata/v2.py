@@ -165,7 +165,7 @@ def _array(
                 "dtype": doc["dtype"],
                 "filters": filters,
                 "compressor": compressor,
-                "reason": "variable-length elements (numpy object type) cannot be shown as raw bytes",
+                "reason": "variable-length elements (numpy object type) have no raw bytes",
             },
         ) from None
     separator = doc.get("dimension_separator") or "."
