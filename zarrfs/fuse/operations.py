@@ -7,6 +7,8 @@ of data, validation and durability belong to the nodes (``zarrfs.views``).
 Invariants (developer notes):
 - Only ``FUSEError`` leaves a handler: every handler is wrapped by ``_translate``, which sends any
   other exception through the one errno table (``zarrfs.fuse.errors``). ``forget`` never raises.
+  What a handler returns is checked there too (``read``/``getxattr`` bytes, ``write`` an int):
+  pyfuse3 converts it outside the handler, where a type error would end the main loop.
 - Handlers touch the inode and handle tables only in the trio thread; worker threads get nodes.
 - Lookup counts: +1 for lookup, create and mkdir replies, and for a readdirplus entry only when
   ``readdir_reply`` accepted it; ``forget`` subtracts (see ``inodes``).
@@ -124,6 +126,15 @@ def _show(path: Path | None) -> str:
 
 def _fail(code: int) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
+
+
+def _checked_bytes(data: Any, op: str) -> Any:
+    """``data`` if pyfuse3 can send it; else TypeError *inside* the handler (EIO), because
+    pyfuse3 converts a handler's result outside any handler, where a failure ends the
+    main loop."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"{op} returned {type(data).__name__}, not bytes")
+    return data
 
 
 def _invalidate_kernel_attrs(inode: int) -> None:
@@ -315,14 +326,17 @@ class ZarrOperations(pyfuse3.Operations):
 
     @_translate
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        return await self.offload(self._file(fh).handle.read, off, size)
+        return _checked_bytes(await self.offload(self._file(fh).handle.read, off, size), "read")
 
     @_translate
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         held = self._file(fh)
         if not held.writable:
             raise _fail(errno.EBADF)
-        return await self.offload(held.handle.write, off, buf)
+        written = await self.offload(held.handle.write, off, buf)
+        if type(written) is not int:
+            raise TypeError(f"write returned {type(written).__name__}, not int")
+        return written
 
     @_translate
     async def flush(self, fh: int) -> None:
@@ -441,7 +455,7 @@ class ZarrOperations(pyfuse3.Operations):
         value = values.get(os.fsdecode(name))
         if value is None:
             raise _fail(pyfuse3.ENOATTR)
-        return value
+        return _checked_bytes(value, "getxattr")
 
     @_translate
     async def listxattr(self, inode: int, ctx: Any) -> list[bytes]:
