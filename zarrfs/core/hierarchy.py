@@ -164,12 +164,16 @@ class Hierarchy:
         return True
 
     def forget(self, path: str) -> None:
-        """Drop cached state of ``path`` and everything below it."""
+        """Drop cached state of ``path`` and everything below it. An array holding unflushed
+        writes stays open (only its clean caches are dropped): forgetting never loses data."""
         with self._lock:
             for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
                 self._nodes.pop(p, None)
             for p in [p for p in self._arrays if p == path or p.startswith(path + "/") or not path]:
-                self._arrays.pop(p).invalidate()
+                arr = self._arrays[p]
+                if not arr.dirty:
+                    del self._arrays[p]
+                arr.invalidate()
 
     def children(self, path: str) -> list[Node]:
         """The child nodes of the group at ``path``, sorted by name; invalid ones skipped."""
