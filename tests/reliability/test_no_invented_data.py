@@ -212,3 +212,27 @@ def test_corrupt_shard_index(tmp_path: Path, faulty_mount: Any, damage: str) -> 
     assert shard.read_bytes() == before
     assert pread(raw, 32 * row + 64, 64) == new[0, 32:].tobytes()  # the healthy shard took it
     assert m.proc.poll() is None
+
+
+def test_drop_caches_keeps_unflushed_writes(tmp_path: Path, faulty_mount: Any) -> None:
+    """``echo 1 > /.zarrfs/drop_caches`` while writes are not yet flushed: the next fsync/close
+    still stores them (dropping caches never drops data)."""
+    store = tmp_path / "store"
+    write_group(store)
+    write_array(store, "crc", values("crc"), (CHUNK,), ARRAYS["crc"])
+    m = faulty_mount(store, "writeback=0")
+    raw = m.path / "crc" / "data.raw"
+    new = np.full(CHUNK, 42.0, dtype="<f4").tobytes()
+    fd = os.open(raw, os.O_RDWR)
+    try:
+        os.pwrite(fd, new, 2 * CB)  # a whole chunk: buffered, not yet stored
+        drop_caches(m.path)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert pread(raw, 2 * CB, CB) == new
+    m.unmount()
+    from zarrfs.core.hierarchy import open_array
+    from zarrfs.core.stores.local import LocalStore
+
+    assert open_array(LocalStore(store), "crc").read(2 * CB, CB) == new
