@@ -45,10 +45,14 @@ LZMA_MEMLIMIT = 256 << 20
 Decoder = Callable[[Mapping[str, Any], bytes, int], bytes]
 
 
+# zarrfs' own blosc and zstd codecs check headers and frames before decompressing; their
+# configuration only matters for encoding, so one instance of each serves every v2 chunk
+_BLOSC = BloscCodec("blosclz", 5, "noshuffle")
+_ZSTD = ZstdCodec()
+
+
 def _decode_blosc(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
-    # zarrfs' blosc codec checks the header before decompressing; its configuration only
-    # matters for encoding, so any valid one serves to decode
-    return BloscCodec("blosclz", 5, "noshuffle").decode(data, max_size)
+    return _BLOSC.decode(data, max_size)
 
 
 def _decode_gzip(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
@@ -56,7 +60,7 @@ def _decode_gzip(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes
 
 
 def _decode_zstd(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
-    return ZstdCodec().decode(data, max_size)
+    return _ZSTD.decode(data, max_size)
 
 
 def _decode_zlib(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
