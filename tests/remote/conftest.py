@@ -1,3 +1,7 @@
 """Session and test fixtures of the remote-store tests (see ``fixtures.py``)."""
 
-from remote.fixtures import bucket, moto_server, s3_env  # noqa: F401 - pytest fixtures
+from remote.fixtures import (  # noqa: F401 - pytest fixtures
+    bucket_fixture,
+    moto_server_fixture,
+    s3_env_fixture,
+)

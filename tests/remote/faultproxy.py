@@ -7,11 +7,14 @@ scripted fault matches it first. Faults:
 - ``Fault.hang(seconds)``: wait, then forward (the client's timeout fires first);
 - ``Fault.truncate()``: forward, but send only half of the body after a full Content-Length
   and close the connection;
-- ``Fault.reset()``: close the connection without any answer.
+- ``Fault.reset()``: close the connection without any answer;
+- ``Fault.lose_reply()``: forward (the upstream acts on the request), then close the connection
+  without passing the answer on.
 
 Each fault applies to the next ``times`` matching requests (``None``: to all of them) and
 matches on method and path substring. The proxy stops itself after ``max_requests`` requests
-or ``lifetime`` seconds; every request is recorded in ``log`` as (method, path, outcome).
+or ``lifetime`` seconds; every request is recorded in ``log`` as (method, path, outcome), its
+headers in ``headers``, and ``max_inflight`` is the most requests it ever held at once.
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ class Fault:
     def reset(cls, **match: object) -> Fault:
         return cls("reset", **match)  # type: ignore[arg-type]
 
+    @classmethod
+    def lose_reply(cls, **match: object) -> Fault:
+        return cls("lose_reply", **match)  # type: ignore[arg-type]
+
     def matches(self, method: str, path: str) -> bool:
         if self.times is not None and self.times <= 0:
             return False
@@ -70,6 +77,9 @@ class FaultProxy:
         self.max_requests = max_requests
         self.faults: list[Fault] = []
         self.log: list[tuple[str, str, str]] = []
+        self.headers: list[dict[str, str]] = []
+        self.inflight = 0
+        self.max_inflight = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         proxy = self
@@ -124,10 +134,11 @@ class FaultProxy:
         with self._lock:
             return [e for e in self.log if (outcome is None or e[2] == outcome) and path in e[1]]
 
-    def take(self, method: str, path: str) -> Fault | None:
+    def take(self, method: str, path: str, headers: dict[str, str]) -> Fault | None:
         """The fault for this request (spending one of its uses), and log the request."""
         with self._lock:
             count = len(self.log)
+            self.headers.append(headers)
             fault = next((f for f in self.faults if f.matches(method, path)), None)
             if fault is not None and fault.times is not None:
                 fault.times -= 1
@@ -155,9 +166,20 @@ class _Handler(BaseHTTPRequestHandler):
     do_HEAD = do_PUT = do_POST = do_DELETE = do_GET
 
     def _handle(self) -> None:
+        owner = self.owner
+        with owner._lock:
+            owner.inflight += 1
+            owner.max_inflight = max(owner.max_inflight, owner.inflight)
+        try:
+            self._proxy()
+        finally:
+            with owner._lock:
+                owner.inflight -= 1
+
+    def _proxy(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        fault = self.owner.take(self.command, self.path)
+        fault = self.owner.take(self.command, self.path, dict(self.headers.items()))
         if fault is not None and fault.kind == "reset":
             self._reset()
             return
@@ -176,6 +198,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "hang":
             self.owner._stop.wait(fault.seconds)
         status, reason, headers, data = self._forward(body)
+        if fault is not None and fault.kind == "lose_reply":
+            self._reset()
+            return
         self.send_response(status, reason)
         for name, value in headers:
             if name.lower() not in _HOP_BY_HOP:

@@ -42,7 +42,7 @@ def open_http_url(url: str, *, read_only: bool = True, **options: Any) -> Remote
         raise StoreError(f"store URL {url!r}: credentials in the URL are not supported")
     picked = store_options(url, options)
     timeout = picked.get("timeout", DEFAULT_TIMEOUT)
-    base = url.rstrip("/") + "/"
+    base = url.rstrip("/")
     try:
         backend = HTTPStore.from_url(
             base,
