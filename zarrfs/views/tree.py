@@ -277,6 +277,8 @@ class RootDir(VDir):
                         arr.flush()
                     except ZarrFSError as exc:
                         log.error("background flush of %s failed: %s", arr.path or "/", exc)
+                    except Exception:  # a store or codec bug must not stop write-back
+                        log.exception("background flush of %s failed", arr.path or "/")
 
     def flush_all(self) -> None:
         self.ctx.hierarchy.flush_all()
