@@ -206,3 +206,28 @@ def test_every_operation_survives(mounted: Any, fault_name: str) -> None:
     assert m.proc.poll() is None
     # the data survived every round: the array still holds values we wrote or the originals
     assert (m.path / "g" / "b" / "data.raw").read_bytes() == np.arange(6, dtype="<i2").tobytes()
+
+
+def test_background_writeback_survives_a_store_bug(
+    tmp_path: Path, faulty_mount: Any, plan: FaultPlan
+) -> None:
+    """The write-back thread meets an unexpected exception from the store: it logs it and keeps
+    flushing later writes (nobody calls fsync/close here)."""
+    from reliability_helpers import wait_for
+
+    store = tmp_path / "store"
+    make_store(store)
+    m = faulty_mount(store, "writeback=0.5")
+    chunk0, chunk5 = store / "a" / "c" / "0", store / "a" / "c" / "5"
+    first, second = chunk0.read_bytes(), chunk5.read_bytes()
+    plan.write([{"op": "set", "key": "", "action": "raise", "error": "RuntimeError", "times": 1}])
+    fd = os.open(m.path / "a" / "data.raw", os.O_RDWR)
+    try:
+        os.pwrite(fd, np.full(100, 1.5, dtype="<f4").tobytes(), 0)
+        assert wait_for(lambda: bool(plan.fired("set")), 10), "write-back never tried to store"
+        os.pwrite(fd, np.full(100, 2.5, dtype="<f4").tobytes(), 5 * ROW)
+        assert wait_for(lambda: chunk5.read_bytes() != second, 10), "write-back stopped"
+        assert wait_for(lambda: chunk0.read_bytes() != first, 10), "failed chunk not retried"
+    finally:
+        os.close(fd)
+    assert m.proc.poll() is None
