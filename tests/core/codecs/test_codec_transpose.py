@@ -63,7 +63,7 @@ def test_configuration_round_trip() -> None:
         {"order": [0, 0]},
         {"order": [1, 2]},
         {"order": [0, -1]},
-        {"order": "C"},
+        {"order": "X"},
         {"order": [0.0, 1]},
         {"order": [True, False]},
         {"order": 1},
@@ -82,3 +82,19 @@ def test_order_must_match_chunk_rank() -> None:
         codec.validate(spec((2, 3, 4)))
     with pytest.raises(MetadataError):
         codec.resolve_spec(spec((2,)))
+
+
+def test_draft_c_and_f_orders():
+    import numpy as np
+
+    from zarrfs.core.codecs.base import ChunkSpec, parse_codec
+
+    spec = ChunkSpec((2, 3, 4), np.dtype("<i2"), np.zeros((), "<i2"))
+    a = np.arange(24, dtype="<i2").reshape(2, 3, 4)
+    f = parse_codec({"name": "transpose", "configuration": {"order": "F"}})
+    assert f.resolve_spec(spec).shape == (4, 3, 2)
+    assert (f.encode(a, spec) == a.T).all()
+    assert (f.decode(f.encode(a, spec), spec) == a).all()
+    assert f.to_json() == {"name": "transpose", "configuration": {"order": "F"}}
+    c = parse_codec({"name": "transpose", "configuration": {"order": "C"}})
+    assert (c.encode(a, spec) == a).all() and c.resolve_spec(spec).shape == (2, 3, 4)

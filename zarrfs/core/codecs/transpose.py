@@ -3,7 +3,8 @@
 Spec: https://zarr-specs.readthedocs.io/en/latest/v3/codecs/transpose/
 (specs/v3/codecs/transpose.rst)
 Name: ``transpose``
-Example: ``{"name": "transpose", "configuration": {"order": [2, 0, 1]}}``
+Example: ``{"name": "transpose", "configuration": {"order": [2, 0, 1]}}``; the 2019 draft's
+``"order": "C"`` (identity) and ``"order": "F"`` (all axes reversed) are accepted too.
 
 Invariants:
 - ``order`` is a permutation of ``0 .. n-1`` (checked when parsed); ``validate`` checks that
@@ -29,9 +30,20 @@ class TransposeCodec(ArrayArrayCodec):
 
     name = "transpose"
 
-    def __init__(self, order: Sequence[int]) -> None:
-        self.order: tuple[int, ...] = _parse_order(order)
+    def __init__(self, order: Sequence[int] | str) -> None:
+        #: the 2019 draft's "C" (identity) or "F" (reversed axes), resolved per chunk rank
+        self.layout: str | None = order if order in ("C", "F") else None  # type: ignore[assignment]
+        self.order: tuple[int, ...] = () if self.layout else _parse_order(order)
         self.inverse: tuple[int, ...] = tuple(int(i) for i in np.argsort(self.order))
+
+    def _perm(self, ndim: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(order, inverse) for chunks of ``ndim`` dimensions."""
+        if self.layout == "C":
+            return tuple(range(ndim)), tuple(range(ndim))
+        if self.layout == "F":
+            rev = tuple(range(ndim - 1, -1, -1))
+            return rev, rev
+        return self.order, self.inverse
 
     @classmethod
     def from_config(cls, configuration: Mapping[str, Any]) -> TransposeCodec:
@@ -41,10 +53,10 @@ class TransposeCodec(ArrayArrayCodec):
         return cls(configuration["order"])
 
     def configuration(self) -> dict[str, Any]:
-        return {"order": list(self.order)}
+        return {"order": self.layout if self.layout else list(self.order)}
 
     def validate(self, spec: ChunkSpec) -> None:
-        if len(self.order) != len(spec.shape):
+        if self.layout is None and len(self.order) != len(spec.shape):
             raise MetadataError(
                 f"codec 'transpose': 'order' {list(self.order)} has {len(self.order)} entries "
                 f"but the chunks have {len(spec.shape)} dimensions"
@@ -52,13 +64,14 @@ class TransposeCodec(ArrayArrayCodec):
 
     def resolve_spec(self, spec: ChunkSpec) -> ChunkSpec:
         self.validate(spec)
-        return spec.with_shape(tuple(spec.shape[axis] for axis in self.order))
+        order, _ = self._perm(len(spec.shape))
+        return spec.with_shape(tuple(spec.shape[axis] for axis in order))
 
     def encode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
-        return _c_order(arr.transpose(self.order))
+        return _c_order(arr.transpose(self._perm(arr.ndim)[0]))
 
     def decode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
-        return _c_order(arr.transpose(self.inverse))
+        return _c_order(arr.transpose(self._perm(arr.ndim)[1]))
 
 
 def _c_order(arr: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
