@@ -137,3 +137,27 @@ def test_write_data_raw_and_grow(store_dir):
         assert zarr.open_array(str(store_dir / "temp")).shape == (2, 6)
     finally:
         root.close()
+
+
+def test_variable_length_array_is_listed_with_an_explanation(tmp_path):
+    import warnings
+
+    g = zarr.open_group(str(tmp_path / "v2.zarr"), mode="w", zarr_format=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = zarr.create_array(store=str(tmp_path / "v2.zarr" / "s"), shape=(3,), chunks=(2,),
+                              dtype=str, zarr_format=2)
+        s[:] = ["a", "bb", "ccc"]
+    g.create_array("n", shape=(3,), chunks=(2,), dtype="i4")[:] = [1, 2, 3]
+    root = open_tree(str(tmp_path / "v2.zarr"), Opts(read_only=True))
+    try:
+        assert {"n", "s"} <= set(root.names())
+        s_dir = root.lookup("s")
+        assert "data.raw" not in s_dir.names() and s_dir.lookup("data.raw") is None
+        assert {"info.json", ".zarray"} <= set(s_dir.names())
+        info = json.loads(read_all(s_dir.lookup("info.json")))
+        assert info["views"] == [] and "variable-length" in info["reason"]
+        assert json.loads(read_all(s_dir.lookup(".zarray")))["dtype"] == "|O"
+        assert read_all(root.lookup("n").lookup("data.raw")) == np.array([1, 2, 3], "<i4").tobytes()
+    finally:
+        root.close()

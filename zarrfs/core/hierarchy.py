@@ -117,6 +117,9 @@ class Hierarchy:
         self._consolidated: dict[str, Metadata] = {}
         #: path -> reason, for nodes skipped because their metadata is invalid
         self.problems: dict[str, str] = {}
+        #: path -> summary, for arrays that exist but cannot be shown as raw bytes
+        #: (variable-length elements); the views list them with an explanatory info.json
+        self.opaque: dict[str, dict[str, Any]] = {}
 
     # -------------------------------------------------------------- nodes
 
@@ -215,9 +218,12 @@ class Hierarchy:
         except NodeNotFound:
             return None
         except ZarrFSError as exc:
+            summary = getattr(exc, "summary", None)
             with self._lock:
                 first = path not in self.problems
                 self.problems[path] = str(exc)
+                if isinstance(summary, dict):
+                    self.opaque[path] = {**summary, "reason": str(exc)}
             if first:
                 log.warning("skipping %s: %s", path, exc)
             return None

@@ -117,8 +117,11 @@ class GroupDir(EditableDirMixin, VDir):
 
     def names(self) -> list[str]:
         node = self.ctx.hierarchy.node(self.path)
-        children = [n.name for n in self.ctx.hierarchy.children(self.path)]
-        return sorted({*children, *metadata_names(self.ctx, node), *self.scratch_names()})
+        h = self.ctx.hierarchy
+        children = [n.name for n in h.children(self.path)]
+        prefix = f"{self.path}/" if self.path else ""
+        opaque = [p[len(prefix) :] for p in list(h.opaque) if p.startswith(prefix) and "/" not in p[len(prefix) :]]
+        return sorted({*children, *opaque, *metadata_names(self.ctx, node), *self.scratch_names()})
 
     def lookup(self, name: str) -> VNode | None:
         f = metadata_file(self.ctx, self.path, name) or self.scratch_lookup(name)
@@ -126,10 +129,12 @@ class GroupDir(EditableDirMixin, VDir):
             return f
         if name in (".", "..") or "/" in name:
             return None
+        child = join(self.path, name)
         try:
-            node = self.ctx.hierarchy.node(join(self.path, name))
+            node = self.ctx.hierarchy.node(child)
         except ZarrFSError:
-            return None
+            summary = self.ctx.hierarchy.opaque.get(child)
+            return OpaqueArrayDir(self.ctx, child, summary) if summary is not None else None
         return node_dir(self.ctx, node)
 
     def refresh(self) -> None:
@@ -137,6 +142,43 @@ class GroupDir(EditableDirMixin, VDir):
 
     def mkdir(self, name: str) -> VDir:
         return GroupDir(self.ctx, make_group(self.ctx, self.path, name))
+
+
+class OpaqueArrayDir(VDir):
+    """An array whose elements have no fixed size (v2 object dtype): listed with its stored
+    metadata documents and an ``info.json`` saying why there is no ``data.raw``."""
+
+    def __init__(self, ctx: MountContext, path: str, summary: dict[str, Any]) -> None:
+        self.ctx = ctx
+        self.path = path
+        self.summary = summary
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=True)
+
+    def _stored(self) -> list[str]:
+        store = self.ctx.hierarchy.store
+        return [k for k in (".zarray", ".zattrs", "meta", "attrs") if store.exists(join(self.path, k))]
+
+    def names(self) -> list[str]:
+        return sorted(["info.json", *self._stored()])
+
+    def lookup(self, name: str) -> VNode | None:
+        from zarrfs.views.arrays import GeneratedFile
+
+        if name == "info.json":
+            info = {
+                "path": "/" + self.path,
+                **self.summary,
+                "views": [],
+                "note": "elements of this array have no fixed size (Python objects), so it "
+                "cannot be shown as a raw binary file; read it with zarr-python",
+            }
+            return GeneratedFile(lambda: render_json(info))
+        if name in self._stored():
+            key = join(self.path, name)
+            return GeneratedFile(lambda: self.ctx.hierarchy.store.get(key) or b"")
+        return None
 
 
 # ----------------------------------------------------------------------------- control
