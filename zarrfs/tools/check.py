@@ -131,12 +131,11 @@ class ArrayChecker:
             self.prepared = chain.prepare(self.spec)
 
     def key(self, coords: Coords) -> str:
-        rel = self.metadata.chunk_key_encoding.encode(coords)
-        return f"{self.path}/{rel}" if self.path else rel
+        return self.metadata.chunk_store_key(self.path, coords)
 
     def classify(self, key: str) -> Coords | None:
         """The grid coords of a listed key, or None if it is no chunk of the current grid."""
-        rel = key[len(self.path) + 1 :] if self.path else key
+        rel = key[len(self.metadata.chunk_store_prefix(self.path)) :]
         coords = self.metadata.chunk_key_encoding.decode(rel, self.metadata.ndim)
         if coords is None or not self.grid.contains(coords):
             return None
@@ -219,7 +218,7 @@ def plan(
     if not store.listable:
         tasks = (Task(checker, store, checker.key(c)) for c in checker.grid.all_chunks())
         return tasks, checker.grid.nchunks, []
-    prefix = f"{node.path}/" if node.path else ""
+    prefix = node.metadata.chunk_store_prefix(node.path)
     skip = _METADATA_NAMES | set(node.format.metadata_keys(node.metadata))
     keys: list[str] = []
     stray: list[Finding] = []

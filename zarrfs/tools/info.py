@@ -115,7 +115,7 @@ def stored_footprint(
     """(stored bytes, stored chunks of the grid) of an array; (None, None) if unknown."""
     if not store.listable:
         return None, None
-    prefix = f"{node.path}/" if node.path else ""
+    prefix = meta.chunk_store_prefix(node.path)
     skip = _METADATA_NAMES | set(node.format.metadata_keys(meta))
     grid = meta.grid_shape
     total = chunks = 0
