@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -94,6 +95,34 @@ class Engine:
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def run_all(self, calls: Sequence[Callable[[], Any]]) -> list[Future[Any]]:
+        """Run every call and return their finished futures (result or exception).
+
+        The first call runs in the calling thread, the others in the engine's threads; a call
+        still queued when the caller comes to wait for it is taken back and run in the calling
+        thread. So when every pool thread is blocked (a store that never answers), work of
+        other arrays still finishes instead of queueing behind it.
+        """
+        queued = [self.executor.submit(call) for call in calls[1:]]
+        done = [_run_here(call) for call in calls[:1]]
+        for call, fut in zip(calls[1:], queued):
+            if fut.cancel():
+                fut = _run_here(call)
+            else:
+                fut.exception()  # already running: wait for it
+            done.append(fut)
+        return done
+
+
+def _run_here(call: Callable[[], Any]) -> Future[Any]:
+    """``call()`` in this thread, as a finished future."""
+    fut: Future[Any] = Future()
+    try:
+        fut.set_result(call())
+    except BaseException as exc:
+        fut.set_exception(exc)
+    return fut
 
 
 class _CountingReads(Store):
@@ -324,14 +353,13 @@ class ZarrArray:
                     fut.units = us  # type: ignore[attr-defined]
                     self._inflight[job] = fut
                     mine.append((job, us, fut))
-        # run all but one of our jobs in worker threads, the last one here
-        submitted = [
-            self.engine.executor.submit(self._run_job, job, us, fut) for job, us, fut in mine[1:]
-        ]
-        if mine:
-            self._run_job(*mine[0])
-        for s in submitted:
-            s.result()
+        # our jobs in worker threads and here (``run_all``); a prefetch we join that is still
+        # queued behind busy threads is taken back and run here
+        self.engine.run_all([functools.partial(self._run_job, *args) for args in mine])
+        for fut in waits:
+            task = getattr(fut, "task", None)
+            if task is not None and task.cancel():
+                self._run_job(fut.job, fut.units, fut)  # type: ignore[attr-defined]
         out: dict[Coords, Any] = {}
         for _, _, fut in mine:
             out.update(fut.result())
@@ -442,7 +470,10 @@ class ZarrArray:
                 fut: Future[dict[Coords, Any]] = Future()
                 fut.units = us  # type: ignore[attr-defined]
                 self._inflight[job] = fut
-            self.engine.executor.submit(self._prefetch_job, job, us, fut)
+            fut.job = job  # type: ignore[attr-defined]
+            fut.task = self.engine.executor.submit(  # type: ignore[attr-defined]
+                self._prefetch_job, job, us, fut
+            )
 
     def _prefetch_job(self, job: Any, units: list[Coords], fut: Future[dict[Coords, Any]]) -> None:
         self._run_job(job, units, fut)
@@ -581,17 +612,8 @@ class ZarrArray:
                     groups.setdefault(self._unit_location(u)[0], {})[u] = arr
                 jobs = list(groups.items())
                 run = self._flush_shard
-            futures = [self.engine.executor.submit(run, key, units) for key, units in jobs[1:]]
-            errors: list[BaseException] = []
-            for key, units in jobs[:1]:
-                try:
-                    run(key, units)
-                except BaseException as exc:
-                    errors.append(exc)
-            for f in futures:
-                exc = f.exception()
-                if exc is not None:
-                    errors.append(exc)
+            done = self.engine.run_all([functools.partial(run, *job) for job in jobs])
+            errors = [exc for f in done if (exc := f.exception()) is not None]
             if errors:
                 with self._lock:
                     self._frozen.difference_update(snapshot)

@@ -18,6 +18,7 @@ Discovery rules:
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -199,7 +200,8 @@ class Hierarchy:
             except MetadataError:
                 continue
             candidates.append(join(path, name))
-        results = list(self.engine.executor.map(self._try_node, candidates))
+        runs = self.engine.run_all([functools.partial(self._try_node, c) for c in candidates])
+        results = [f.result() for f in runs]
         for node in results:
             if node is not None:
                 out.append(node)
