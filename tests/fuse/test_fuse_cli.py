@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -218,3 +219,13 @@ def test_daemon_is_found_by_proc_scan_without_its_pid_file(
     finally:
         force_unmount(mountpoint)
         stop_process(proc)
+
+
+def test_auto_unmount_cleans_up_after_a_killed_daemon(tmp_path, mountpoint) -> None:
+    result = zarrfs(tmp_path, "mount", "fake://tree", str(mountpoint), "-o", "auto_unmount")
+    assert result.returncode == 0, result.stderr
+    os.kill(daemon_pid(tmp_path, mountpoint), signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while runtime.mount_info(str(mountpoint)) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert runtime.mount_info(str(mountpoint)) is None  # fusermount3 unmounted it for us
