@@ -112,6 +112,8 @@ def test_mountpoint_problems(tmp_path, mountpoint, foreground) -> None:
     assert zarrfs(tmp_path, "mount", "fake://tree", str(mountpoint)).returncode == 0
     again = zarrfs(tmp_path, "mount", "fake://tree", str(mountpoint), *flag)
     assert again.returncode == 1 and "already a mount point" in again.stderr
+    log = tmp_path / "run" / runtime.log_file(str(mountpoint)).name
+    assert "mounted fake://tree" in log.read_text()  # the serving daemon's log is untouched
     assert zarrfs(tmp_path, "umount", str(mountpoint)).returncode == 0
 
 

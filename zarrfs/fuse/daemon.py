@@ -274,6 +274,11 @@ async def _announce_when_live(loop: _Loop) -> None:
 def spawn(cli_args: list[str], mountpoint: str) -> int:
     """Run ``zarrfs <cli_args> --status-fd N`` detached; 0 once it reports the mount live."""
     mountpoint = os.path.abspath(mountpoint)
+    try:
+        check_mountpoint(mountpoint)  # before touching the log of a daemon already serving it
+    except MountError as exc:
+        print(f"zarrfs: {exc}", file=sys.stderr)
+        return 1
     log_path = runtime.log_file(mountpoint)
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
