@@ -78,6 +78,8 @@ class FaultProxy:
         self.faults: list[Fault] = []
         self.log: list[tuple[str, str, str]] = []
         self.headers: list[dict[str, str]] = []
+        #: (method, path, upstream status) of every forwarded request
+        self.statuses: list[tuple[str, str, int]] = []
         self.inflight = 0
         self.max_inflight = 0
         self._lock = threading.Lock()
@@ -198,6 +200,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "hang":
             self.owner._stop.wait(fault.seconds)
         status, reason, headers, data = self._forward(body)
+        with self.owner._lock:
+            self.owner.statuses.append((self.command, self.path, status))
         if fault is not None and fault.kind == "lose_reply":
             self._reset()
             return
