@@ -51,15 +51,9 @@ def stderr_is_journal() -> bool:
         st = os.fstat(2)
     except OSError:
         return False
-    return (
-        device.isdigit()
-        and inode.isdigit()
-        and (st.st_dev, st.st_ino)
-        == (
-            int(device),
-            int(inode),
-        )
-    )
+    if not (device.isdigit() and inode.isdigit()):
+        return False
+    return (st.st_dev, st.st_ino) == (int(device), int(inode))
 
 
 def setup_logging(level: str) -> None:
