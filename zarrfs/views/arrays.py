@@ -12,7 +12,6 @@ to whole axis-0 rows resizes axis 0; writing past the end of ``data.raw`` grows 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
@@ -52,7 +51,6 @@ class DataFile(VFile, _ArrayRef):
     def __init__(self, ctx: MountContext, path: str, npy: bool) -> None:
         _ArrayRef.__init__(self, ctx, path)
         self.npy = npy
-        self.mtime_ns = time.time_ns()
 
     def header(self, arr: ZarrArray) -> bytes:
         if not self.npy:
@@ -67,7 +65,7 @@ class DataFile(VFile, _ArrayRef):
             size=size,
             stored_bytes=arr.stored_bytes(),
             writable=self.writable,
-            mtime_ns=self.mtime_ns,
+            mtime_ns=arr.mtime_ns,
             blksize=1 << 20,
         )
 
@@ -99,7 +97,6 @@ class DataFile(VFile, _ArrayRef):
                 f"{self.path}: size {size} is not a whole number of axis-0 rows ({row} bytes)"
             )
         arr.resize((size // row, *arr.shape[1:]))
-        self.mtime_ns = time.time_ns()
 
 
 class DataHandle(VHandle):
@@ -144,7 +141,6 @@ class DataHandle(VHandle):
             arr.resize((-(-end // row), *arr.shape[1:]))
             arr = self.file.array()
         arr.write(offset, data, self.file.ctx.byte_order)
-        self.file.mtime_ns = time.time_ns()
         return n
 
     def flush(self) -> None:
@@ -214,7 +210,13 @@ class ChunkFile(VFile, _ArrayRef):
 
     def stat(self) -> Stat:
         arr = self.array()
-        return Stat(is_dir=False, size=arr.chunk_nbytes, writable=self.writable, blksize=1 << 20)
+        return Stat(
+            is_dir=False,
+            size=arr.chunk_nbytes,
+            writable=self.writable,
+            blksize=1 << 20,
+            mtime_ns=arr.mtime_ns,
+        )
 
     def cache_token(self) -> object:
         arr = self.array()

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from zarrfs.core.errors import InvalidWriteError, ReadOnlyError
 
 
+#: the default timestamp of nodes with no better one: when this process started serving
+MOUNT_TIME_NS = time.time_ns()
+
+
 @dataclass
 class Stat:
     """What ``getattr`` reports for a node (the FUSE layer adds inode, uid, gid, mode mask)."""
@@ -32,7 +36,8 @@ class Stat:
     #: bytes actually stored (for ``st_blocks``); None means "same as size"
     stored_bytes: int | None = None
     writable: bool = False
-    mtime_ns: int = field(default_factory=time.time_ns)
+    #: stable unless the content changes (tools compare it: vim, make, rsync)
+    mtime_ns: int = field(default_factory=lambda: MOUNT_TIME_NS)
     #: preferred I/O size (``st_blksize``); 0 lets the FUSE layer choose
     blksize: int = 0
 

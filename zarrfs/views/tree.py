@@ -69,11 +69,14 @@ class MetadataFile(VFile):
         node = self.ctx.hierarchy.node(self.path)
         if self.name == "attributes.json":
             return render_json(dict(node.metadata.attributes))
-        raw = self.ctx.hierarchy.store.get(join(self.path, self.name))
+        raw = self.ctx.hierarchy.documents.get(join(self.path, self.name))
         return node.metadata.to_bytes() if raw is None else raw
 
     def stat(self) -> Stat:
-        return Stat(is_dir=False, size=len(self.content()), writable=self.ctx.writable)
+        mtime = self.ctx.hierarchy.node(self.path).mtime_ns
+        return Stat(
+            is_dir=False, size=len(self.content()), writable=self.ctx.writable, mtime_ns=mtime
+        )
 
     def open(self, write: bool, truncate: bool) -> VHandle:
         self.ctx.hierarchy.revalidate(self.path)
@@ -115,7 +118,16 @@ class GroupDir(EditableDirMixin, VDir):
     def stat(self) -> Stat:
         return Stat(is_dir=True, writable=self.ctx.writable)
 
+    def _as_array(self) -> VDir | None:
+        """The array view, if this node has become an array (an array zarr.json was written
+        into an empty group): the kernel keeps this object for the directory's inode."""
+        node = self.ctx.hierarchy.node(self.path)
+        return ArrayDir(self.ctx, self.path) if isinstance(node.metadata, ArrayMetadata) else None
+
     def names(self) -> list[str]:
+        array = self._as_array()
+        if array is not None:
+            return array.names()
         node = self.ctx.hierarchy.node(self.path)
         h = self.ctx.hierarchy
         children = [n.name for n in h.children(self.path)]
@@ -124,6 +136,9 @@ class GroupDir(EditableDirMixin, VDir):
         return sorted({*children, *opaque, *metadata_names(self.ctx, node), *self.scratch_names()})
 
     def lookup(self, name: str) -> VNode | None:
+        array = self._as_array()
+        if array is not None:
+            return array.lookup(name)
         f = metadata_file(self.ctx, self.path, name) or self.scratch_lookup(name)
         if f is not None:
             return f
@@ -177,7 +192,7 @@ class OpaqueArrayDir(VDir):
             return GeneratedFile(lambda: render_json(info))
         if name in self._stored():
             key = join(self.path, name)
-            return GeneratedFile(lambda: self.ctx.hierarchy.store.get(key) or b"")
+            return GeneratedFile(lambda: self.ctx.hierarchy.documents.get(key) or b"")
         return None
 
 
