@@ -151,3 +151,28 @@ def test_disk_cache_revalidates_with_if_none_match(site: Path, tmp_path: Path) -
         (site / "store" / "a" / "c" / "0" / "0").write_bytes(b"changed")
         assert again.get("a/c/0/0") == b"changed"
         assert again.get("a/c/0/0", SuffixRange(3)) == b"ged"
+
+
+def test_disk_cache_keeps_objects_read_by_a_covering_range(site: Path, tmp_path: Path) -> None:
+    """Chunks are read as ``ByteRange(0, max encoded size + 1)``: that is the whole object."""
+    with StaticServer(site) as server:
+        store = open_store(f"{server.url}/store", disk_cache=str(tmp_path / "cache"))
+        assert isinstance(store, RemoteStore) and store.disk_cache is not None
+        assert store.get("a/c/1/0", ByteRange(0, 1000)) == b"x" * 77
+        assert store.get("a/c/0/0", ByteRange(0, 100)) == BLOB[:100]  # a part: not kept
+        assert store.disk_cache.version_of("a/c/1/0") is not None
+        assert store.disk_cache.version_of("a/c/0/0") is None
+        server.requests.clear()
+        assert store.get("a/c/1/0", ByteRange(0, 1000)) == b"x" * 77
+        assert store.disk_cache.hits == 1
+
+
+def test_disk_cache_spares_whole_reads_on_a_server_without_ranges(
+    site: Path, tmp_path: Path
+) -> None:
+    with StaticServer(site, ranges=False) as server:
+        store = open_store(f"{server.url}/store", disk_cache=str(tmp_path / "cache"))
+        assert isinstance(store, RemoteStore) and store.disk_cache is not None
+        assert store.get("a/c/0/0", SuffixRange(10)) == BLOB[-10:]
+        assert store.get("a/c/0/0", ByteRange(10, 10)) == BLOB[10:20]
+        assert store.disk_cache.hits == 1  # the second whole GET was answered 304

@@ -322,6 +322,15 @@ def test_missing_bucket_fails_at_open(moto_server: MotoProcess, s3_env: dict[str
         open_store("s3://zarrfs-no-such-bucket/x", endpoint=moto_server.endpoint)
 
 
+def test_missing_credentials_are_named(
+    moto_server: MotoProcess, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    with pytest.raises(StoreError, match="no AWS credentials"):
+        open_store(f"s3://{bucket}/x", endpoint=moto_server.endpoint, timeout=3)
+
+
 def test_plain_http_endpoint_only_on_loopback(
     s3_env: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,

@@ -39,6 +39,8 @@ from zarrfs.core.stores.remote import DEFAULT_TIMEOUT, RemoteStore, first_line
 #: obstore's own retries are off: ``RemoteStore`` retries within its deadline
 NO_RETRIES: Any = {"max_retries": 0, "retry_timeout": timedelta(seconds=1)}
 
+#: where obstore looks for credentials when the environment has none (EC2 instance metadata)
+_METADATA_ENDPOINT = "169.254.169.254"
 _STORE_OPTIONS = ("timeout", "attempt_timeout", "retries", "concurrency", "coalesce_gap",
                   "max_full_get", "remember", "disk_cache", "disk_cache_size")  # fmt: skip
 
@@ -161,6 +163,14 @@ def _probe(store: RemoteStore, prefix: str) -> None:
 
     try:
         store.call("LIST", prefix + "/" if prefix else "", attempt)
+    except StoreError as exc:
+        store.close()
+        if _METADATA_ENDPOINT in str(exc):  # no credentials anywhere but the instance metadata
+            raise StoreError(
+                f"{store.url}: no AWS credentials found: set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (or use -o anon for a public bucket)"
+            ) from None
+        raise
     except BaseException:
         store.close()
         raise

@@ -30,6 +30,13 @@ class Fetched:
     data: bytes | None
     etag: str | None = None
     generation: str | None = None
+    #: the whole object's size, when the answer said it
+    size: int | None = None
+
+    @property
+    def whole(self) -> bool:
+        """True if ``data`` is the entire object (a range that happened to cover it counts)."""
+        return self.data is not None and self.size == len(self.data)
 
 
 def obstore_range(rng: RangeRequest) -> Any:

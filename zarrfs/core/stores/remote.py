@@ -305,7 +305,7 @@ class RemoteStore(Store):
         expected = meta["size"] if rng is None else hi - lo
         if len(data) != expected:
             raise _Transient(f"body of {len(data)} bytes where {expected} were announced")
-        return Fetched(data, meta.get("e_tag"), meta.get("version"))
+        return Fetched(data, meta.get("e_tag"), meta.get("version"), meta.get("size"))
 
     def _fetch(self, key: str, rng: RangeRequest, if_match: str | None = None) -> Fetched:
         """One object or range, with retries, clipping and the no-Range fallback."""
@@ -335,9 +335,9 @@ class RemoteStore(Store):
                 ) from None
         except _NoRangeSupport:
             return self._fetch_whole_sliced(key, rng, if_match)
-        if rng is None and fetched.data is not None and fetched.etag and self.disk_cache:
-            if fetched.etag != cached:
-                self.disk_cache.put(key, fetched.etag, fetched.data)
+        if self.disk_cache and fetched.whole and fetched.etag and fetched.etag != cached:
+            assert fetched.data is not None
+            self.disk_cache.put(key, fetched.etag, fetched.data)
         return fetched
 
     def _fetch_whole_sliced(self, key: str, rng: RangeRequest, if_match: str | None) -> Fetched:
@@ -354,7 +354,7 @@ class RemoteStore(Store):
         if meta["size"] and not self._ranges_ignored:
             log.warning("%s: the server ignores Range requests; reading whole objects", self.url)
             self._ranges_ignored = True
-        whole = self.call("GET", key, lambda: self._attempt_get(key, None, if_match, None))
+        whole = self._fetch(key, None, if_match)  # through the disk cache, if there is one
         if whole.data is None:
             return whole
         return Fetched(slice_range(whole.data, rng), whole.etag, whole.generation)
