@@ -201,6 +201,8 @@ class ZarrArray:
         self._inflight: dict[Any, Future[dict[Coords, np.ndarray[Any, Any]]]] = {}
         self._epoch = 0
         self._dirty_since: float | None = None
+        #: last change of the data through this object (the data files' mtime)
+        self.mtime_ns = time.time_ns()
         self._last_end = -1
         self._stored_bytes: int | None = None
 
@@ -538,6 +540,7 @@ class ZarrArray:
                     added += self._apply(p.coords, p.chunk_sel, sbox[p.box_sel], bases, covers)
             with self._lock:
                 self._stored_bytes = None
+        self.mtime_ns = time.time_ns()
         self.engine.stats.add(self.path, "bytes_written", len(data))
         if added and self._dirty_bytes() > self.engine.dirty_limit:
             self.flush()

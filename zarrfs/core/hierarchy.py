@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from zarrfs.core.array import Engine, ZarrArray
@@ -96,6 +97,8 @@ class Node:
     format: NodeFormat
     #: version tokens of the metadata documents when read
     token: tuple[Any, ...]
+    #: when this metadata was read or written (the metadata files' mtime)
+    mtime_ns: int = field(default_factory=time.time_ns)
 
     @property
     def is_array(self) -> bool:
