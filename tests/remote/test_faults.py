@@ -138,6 +138,21 @@ def test_a_server_that_hangs_times_out_within_the_deadline(
     assert time.monotonic() - started < 3.0 + 0.5
 
 
+def test_get_many_shares_one_deadline(
+    moto_server: MotoProcess, bucket: str, proxy: FaultProxy
+) -> None:
+    client = moto_server.client()
+    for i in range(4):
+        client.put_object(Bucket=bucket, Key=f"root/c/{i}", Body=b"x")
+    store = open_store(f"s3://{bucket}/root", endpoint=proxy.url, timeout=3.0, concurrency=1)
+    proxy.add(Fault.hang(30.0, method="GET", path="/root/c/", times=None))
+    started = time.monotonic()
+    with pytest.raises(StoreTimeout):
+        store.get_many([(f"c/{i}", None) for i in range(4)])
+    # parts queued behind the one pool thread do not each get a deadline of their own
+    assert time.monotonic() - started < 3.0 + 1.0 + 0.5
+
+
 def test_always_truncated_bodies_fail_never_short(store: RemoteStore, proxy: FaultProxy) -> None:
     proxy.add(Fault.truncate(method="GET", path="/root/obj", times=None))
     with pytest.raises(StoreError):

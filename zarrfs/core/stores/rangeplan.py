@@ -90,12 +90,11 @@ class KeyPlan:
         suffixes = [r.length for r in self.ranges if isinstance(r, SuffixRange)]
         if suffixes:
             self.parts.append(SuffixRange(max(suffixes)))
-        for r in self.ranges:
-            if isinstance(r, SuffixRange):
-                self.owner.append(len(spans))
+        for request in self.ranges:
+            if isinstance(request, ByteRange):
+                self.owner.append(_span_of(spans, request))
             else:
-                assert isinstance(r, ByteRange)
-                self.owner.append(_span_of(spans, r))
+                self.owner.append(len(spans))  # the suffix part
 
     def slices(self, fetched: list[Fetched]) -> list[bytes | None]:
         """Each request's bytes from the parts' fetched bytes (in ``parts`` order)."""

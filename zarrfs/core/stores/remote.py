@@ -7,14 +7,17 @@ storage requests; RFC 9110 ranges (``bytes=a-b``, ``bytes=-n``) and precondition
 ``If-Match``, ``If-None-Match``).
 
 Invariants:
-- Deadline. One public call (one object, one listing, one ``get_many``) takes at most ``timeout``
-  seconds (default 30) of requests in a row: each attempt is cut off by the client after
-  ``attempt_timeout`` (default ``timeout / 3``), and a retry starts only while a whole attempt still
-  fits before the deadline. Transient failures -- 5xx, 429/503 throttling, 408, connection errors,
-  timeouts, bodies shorter than announced -- are retried at most ``retries`` times with
-  exponential backoff and jitter; any other failure ends the call at once. Giving up raises
-  ``StoreTimeout`` (the last failure was a timeout) or ``StoreError``: the FUSE layer turns both
-  into EIO for the bytes concerned, never into fill values.
+- Deadline. One public call (``get``, ``get_many``, ``set``, a listing ...) has one deadline,
+  ``timeout`` seconds (default 30) from its start, shared by every request it makes (a HEAD
+  after a 416, the parts of ``get_many``, the re-read after a failed precondition). Each
+  attempt is cut off by the client after ``attempt_timeout`` (default ``timeout / 3``); a retry
+  starts only while a whole attempt still fits before the deadline, and a ``get_many`` part
+  still queued at the deadline fails without starting. Transient failures -- 5xx, 429/503
+  throttling, 408, connection errors, timeouts, bodies shorter than announced -- are retried
+  at most ``retries`` times with exponential backoff and jitter; any other failure ends the
+  call at once. Giving up raises ``StoreTimeout`` (the last failure was a timeout) or
+  ``StoreError``: the FUSE layer turns both into EIO for the bytes concerned, never into fill
+  values.
 - Absence. ``get`` returns None only when the server said 404 for that key.
 - Whole bytes. A body is accepted only when its length equals the range the server says it sent
   (the whole object: its size). The ranges of one key that ``get_many`` fetches in several
@@ -44,8 +47,9 @@ metadata revalidation cannot bless data read before it. ``delete`` is unconditio
 offers no conditional delete). A server that rejects conditional PUTs as unsupported gets
 unconditional ones from then on, after one warning.
 
-Optional disk cache (``diskcache.py``): whole objects with an ETag are kept on disk; a later
-read asks the server with ``If-None-Match`` and a 304 serves the cached bytes.
+Optional disk cache (``diskcache.py``): objects read whole (or through a range that covered
+the whole object) that have an ETag are kept on disk; a later read of the key, whole or ranged,
+asks the server with ``If-None-Match`` and a 304 serves the cached bytes.
 """
 
 from __future__ import annotations
@@ -181,10 +185,13 @@ class RemoteStore(Store):
 
     # -- deadline and retries ---------------------------------------------------------------
 
-    def call(self, op: str, key: str, attempt: Callable[[], T]) -> T:
-        """Run ``attempt`` until it succeeds, fails for good, or the deadline is near."""
+    def call(self, op: str, key: str, attempt: Callable[[], T], deadline: float | None = None) -> T:
+        """Run ``attempt`` until it succeeds, fails for good, or ``deadline`` (a
+        ``time.monotonic()`` value; default ``timeout`` from now) is near."""
         start = time.monotonic()
-        deadline = start + self.timeout
+        deadline = start + self.timeout if deadline is None else deadline
+        if start >= deadline:
+            raise StoreTimeout(f"{self.url}: {op} {key!r}: no time left before the deadline")
         tries = 0
         while True:
             tries += 1
@@ -255,7 +262,7 @@ class RemoteStore(Store):
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _head(self, key: str) -> Any:
+    def _head(self, key: str, deadline: float | None = None) -> Any:
         """The object's metadata (obstore ``ObjectMeta``), or None if missing."""
 
         def attempt() -> Any:
@@ -264,7 +271,7 @@ class RemoteStore(Store):
             except _NOT_FOUND:
                 return None
 
-        return self.call("HEAD", key, attempt)
+        return self.call("HEAD", key, attempt, deadline)
 
     def _attempt_get(
         self, key: str, rng: RangeRequest, if_match: str | None, cached: str | None
@@ -277,7 +284,7 @@ class RemoteStore(Store):
         if cached is not None:
             options["if_none_match"] = cached
         try:
-            result = obstore.get(self.backend, key, options=options or None)
+            result = obstore.get(self.backend, key, options=options or None)  # type: ignore[arg-type]
             meta = result.meta
             lo, hi = result.range
             body = result.bytes()
@@ -307,18 +314,29 @@ class RemoteStore(Store):
             raise _Transient(f"body of {len(data)} bytes where {expected} were announced")
         return Fetched(data, meta.get("e_tag"), meta.get("version"), meta.get("size"))
 
-    def _fetch(self, key: str, rng: RangeRequest, if_match: str | None = None) -> Fetched:
-        """One object or range, with retries, clipping and the no-Range fallback."""
+    def _fetch(
+        self,
+        key: str,
+        rng: RangeRequest,
+        if_match: str | None = None,
+        deadline: float | None = None,
+    ) -> Fetched:
+        """One object or range, with retries, clipping and the no-Range fallback, all before
+        one deadline."""
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
         if is_empty(rng):
-            meta = self._head(key)
+            meta = self._head(key, deadline)
             return Fetched(None) if meta is None else Fetched(b"", meta.get("e_tag"))
         if rng is not None and self._ranges_ignored:
-            return self._fetch_whole_sliced(key, rng, if_match)
+            return self._fetch_whole_sliced(key, rng, if_match, deadline)
         cached = self.disk_cache.version_of(key) if self.disk_cache else None
         try:
-            fetched = self.call("GET", key, lambda: self._attempt_get(key, rng, if_match, cached))
+            fetched = self.call(
+                "GET", key, lambda: self._attempt_get(key, rng, if_match, cached), deadline
+            )
         except _RangeUnsatisfiable:
-            meta = self._head(key)
+            meta = self._head(key, deadline)
             if meta is None:
                 return Fetched(None)
             start, length = resolve_range(meta["size"], rng)
@@ -327,22 +345,24 @@ class RemoteStore(Store):
             exact = ByteRange(start, length)
             try:
                 fetched = self.call(
-                    "GET", key, lambda: self._attempt_get(key, exact, if_match, None)
+                    "GET", key, lambda: self._attempt_get(key, exact, if_match, None), deadline
                 )
             except (_RangeUnsatisfiable, _NoRangeSupport):
                 raise StoreError(
                     f"{self.url}: GET {key!r}: the object changed during the read"
                 ) from None
         except _NoRangeSupport:
-            return self._fetch_whole_sliced(key, rng, if_match)
+            return self._fetch_whole_sliced(key, rng, if_match, deadline)
         if self.disk_cache and fetched.whole and fetched.etag and fetched.etag != cached:
             assert fetched.data is not None
             self.disk_cache.put(key, fetched.etag, fetched.data)
         return fetched
 
-    def _fetch_whole_sliced(self, key: str, rng: RangeRequest, if_match: str | None) -> Fetched:
+    def _fetch_whole_sliced(
+        self, key: str, rng: RangeRequest, if_match: str | None, deadline: float
+    ) -> Fetched:
         """For a server that ignores Range: one whole GET (size-bounded), then slice."""
-        meta = self._head(key)
+        meta = self._head(key, deadline)
         if meta is None:
             return Fetched(None)
         if meta["size"] > self.max_full_get:
@@ -354,7 +374,7 @@ class RemoteStore(Store):
         if meta["size"] and not self._ranges_ignored:
             log.warning("%s: the server ignores Range requests; reading whole objects", self.url)
             self._ranges_ignored = True
-        whole = self._fetch(key, None, if_match)  # through the disk cache, if there is one
+        whole = self._fetch(key, None, if_match, deadline)  # through the disk cache, if any
         if whole.data is None:
             return whole
         return Fetched(slice_range(whole.data, rng), whole.etag, whole.generation)
@@ -380,13 +400,19 @@ class RemoteStore(Store):
         jobs = [(key, part) for key, plan in plans.items() for part in plan.parts]
         if not jobs:
             return []
+        deadline = time.monotonic() + self.timeout  # one for all parts
         # every part but the first on the pool, the first in this thread
-        futures = [self._pool.submit(self._fetch, key, part) for key, part in jobs[1:]]
+        futures = [
+            self._pool.submit(self._fetch, key, part, None, deadline) for key, part in jobs[1:]
+        ]
         done: list[Fetched] = []
         first_error: BaseException | None = None
         for n, (key, part) in enumerate(jobs):
             try:
-                done.append(self._fetch(key, part) if n == 0 else futures[n - 1].result())
+                if n == 0:
+                    done.append(self._fetch(key, part, None, deadline))
+                else:
+                    done.append(futures[n - 1].result())
             except BaseException as exc:  # noqa: BLE001 - raised once every part has finished
                 first_error = first_error or exc
                 done.append(Fetched(None))
@@ -398,19 +424,19 @@ class RemoteStore(Store):
             got = done[pos : pos + len(plan.parts)]
             pos += len(plan.parts)
             if not consistent(got):
-                got = self._refetch_consistent(key, plan)
+                got = self._refetch_consistent(key, plan, deadline)
             self._remember(key, got[0])
             for i, value in zip(by_key[key], plan.slices(got), strict=True):
                 out[i] = value
         return out
 
-    def _refetch_consistent(self, key: str, plan: KeyPlan) -> list[Fetched]:
+    def _refetch_consistent(self, key: str, plan: KeyPlan, deadline: float) -> list[Fetched]:
         """The parts of one key again, one after the other, all of one version."""
         for _ in range(3):
-            got = [self._fetch(key, plan.parts[0])]
+            got = [self._fetch(key, plan.parts[0], None, deadline)]
             try:
                 for part in plan.parts[1:]:
-                    got.append(self._fetch(key, part, if_match=got[0].etag))
+                    got.append(self._fetch(key, part, got[0].etag, deadline))
             except _Changed:
                 continue
             if consistent(got):
@@ -443,6 +469,7 @@ class RemoteStore(Store):
         payload = bytes(data)
         mode = self._put_mode(key)
         tries = 0
+        deadline = time.monotonic() + self.timeout
 
         def attempt() -> Any:
             nonlocal tries
@@ -461,10 +488,10 @@ class RemoteStore(Store):
                 raise
 
         try:
-            result = self.call("PUT", key, attempt)
+            result = self.call("PUT", key, attempt, deadline)
         except _Conflict as exc:
             if tries > 1:
-                now = self._fetch(key, None)
+                now = self._fetch(key, None, None, deadline)
                 if now.data == payload:  # an earlier attempt of ours landed
                     self._remember(key, now)
                     return
@@ -481,7 +508,7 @@ class RemoteStore(Store):
                         self.url)  # fmt: skip
             self.conditional_writes = False
             mode = "overwrite"
-            result = self.call("PUT", key, attempt)
+            result = self.call("PUT", key, attempt, deadline)
         fetched = Fetched(payload, result.get("e_tag"), result.get("version"))
         self._remember(key, fetched)
         if self.disk_cache is not None:
