@@ -13,7 +13,9 @@ Discovery rules:
 - a child whose metadata is invalid or unreadable is skipped with one log line (the rest of
   the tree still mounts) and reported through ``Hierarchy.problems``;
 - node metadata is cached with the store's version token of its document, so ``revalidate``
-  (close-to-open) costs one ``version`` request per node.
+  (close-to-open) costs one ``version`` request per node;
+- metadata documents are read through ``documents`` (``DocumentReads``): none longer than
+  ``MAX_DOCUMENT_BYTES`` is ever read whole.
 """
 
 from __future__ import annotations
@@ -22,18 +24,62 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from zarrfs.core.array import Engine, ZarrArray
 from zarrfs.core.errors import MetadataError, NodeNotFound, StoreError, ZarrFSError
 from zarrfs.core.metadata.model import ArrayMetadata, GroupMetadata, check_node_name
-from zarrfs.core.stores.base import Store
+from zarrfs.core.stores.base import ByteRange, RangeRequest, Store
 
 log = logging.getLogger(__name__)
 
 Metadata = ArrayMetadata | GroupMetadata
+
+#: largest metadata document read (``zarr.json``, ``.zarray``, ``.zmetadata``, ...): a longer one
+#: is refused with ``MetadataError`` after reading at most this many bytes + 1 (the same bound
+#: as an edit of a metadata view)
+MAX_DOCUMENT_BYTES = 64 << 20
+
+
+class DocumentReads(Store):
+    """A store as metadata readers see it: a whole-object ``get`` reads at most
+    ``MAX_DOCUMENT_BYTES`` + 1 bytes and refuses a longer document, so a huge or sparse
+    document file cannot make the reader allocate more. Everything else is passed through."""
+
+    def __init__(self, store: Store, limit: int = MAX_DOCUMENT_BYTES) -> None:
+        self._store = store
+        self.limit = limit
+        self.url = store.url
+        self.writable = store.writable
+        self.listable = store.listable
+
+    def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
+        if byte_range is not None:
+            return self._store.get(key, byte_range)
+        data = self._store.get(key, ByteRange(0, self.limit + 1))
+        if data is not None and len(data) > self.limit:
+            raise MetadataError(f"{key}: metadata document larger than {self.limit} bytes")
+        return data
+
+    def size(self, key: str) -> int | None:
+        return self._store.size(key)
+
+    def version(self, key: str) -> str | None:
+        return self._store.version(key)
+
+    def set(self, key: str, data: bytes) -> None:
+        self._store.set(key, data)
+
+    def delete(self, key: str) -> None:
+        self._store.delete(key)
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        return self._store.list_dir(prefix)
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        return self._store.list_prefix(prefix)
 
 
 @dataclass(frozen=True)
@@ -114,6 +160,8 @@ class Hierarchy:
 
     def __init__(self, store: Store, engine: Engine | None = None) -> None:
         self.store = store
+        #: what metadata documents are read through (bounded reads)
+        self.documents = DocumentReads(store)
         self.engine = engine or Engine()
         self._lock = threading.Lock()
         self._nodes: dict[str, Node] = {}
@@ -146,7 +194,7 @@ class Hierarchy:
 
     def _read_node(self, path: str) -> Node:
         for fmt in FORMATS:
-            metadata = fmt.read(self.store, path)
+            metadata = fmt.read(self.documents, path)
             if metadata is not None:
                 return Node(path, metadata, fmt, self._token(path, fmt, metadata))
         consolidated = self._consolidated.get(path)
@@ -189,7 +237,7 @@ class Hierarchy:
             prefix = f"{path}/" if path else ""
             try:
                 lister = self._lister(path)
-                names = lister(self.store, path) if lister else self.store.list_dir(prefix)[1]
+                names = lister(self.documents, path) if lister else self.store.list_dir(prefix)[1]
             except StoreError as exc:
                 log.warning("cannot list %s: %s", path or "/", exc)
                 names = []
