@@ -18,6 +18,9 @@ Invariants:
   through our own writes;
 - a missing unit reads as the fill value without any decoding; a unit that fails to load raises
   (``CorruptDataError``/``StoreError``) and is never replaced by the fill value;
+- a chunk is fetched with a byte range of at most its chain's ``max_encoded_size`` + 1 bytes, so
+  an oversized stored object (a huge or sparse file, a zip member claiming gigabytes) costs no
+  more memory than a valid chunk before it is refused as corrupt;
 - ``write`` loads every partially covered unit before it changes anything, so a write that needs
   a unit that fails to load changes nothing.
 """
@@ -49,7 +52,7 @@ from zarrfs.core.grid import RegularGrid
 from zarrfs.core.layout import Box, box_pieces, element_range, flat_to_boxes
 from zarrfs.core.metadata.model import ArrayMetadata
 from zarrfs.core.stats import Stats
-from zarrfs.core.stores.base import Store
+from zarrfs.core.stores.base import ByteRange, Store
 
 log = logging.getLogger(__name__)
 
@@ -392,10 +395,11 @@ class ZarrArray:
         if self._sharding is None:
             (u,) = units
             key = self.chunk_key(u)
-            data = self._store_get(key)
+            assert self._prepared is not None
+            # never fetch more than a valid chunk can take (+1 byte to see that it is longer)
+            data = self._store_get(key, ByteRange(0, self._prepared.max_encoded_size + 1))
             if data is None:
                 return {u: _MISSING}
-            assert self._prepared is not None
             try:
                 arr = self._prepared.decode(data)
             except CorruptDataError as exc:
@@ -437,9 +441,9 @@ class ZarrArray:
                 self.engine.index_cache.put((self.uid, shard), value)
         return index
 
-    def _store_get(self, key: str) -> bytes | None:
+    def _store_get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         try:
-            return self._io.get(key)
+            return self._io.get(key, byte_range)
         except StoreError as exc:
             if key in str(exc):
                 raise
@@ -708,7 +712,7 @@ class ZarrArray:
     def _fill_outside(self, coords: Coords, keep: tuple[int, ...]) -> None:
         """Set the elements of chunk ``coords`` at or beyond ``keep`` (per axis) to fill."""
         cshape = self.metadata.chunk_shape
-        if self.store.get(self.chunk_key(coords)) is None and not self._sharding:
+        if self.store.get(self.chunk_key(coords), ByteRange(0, 1)) is None and not self._sharding:
             return
         full = self._read_view(self.grid.chunk_origin(coords), cshape, 0, self.chunk_nbytes, "native")
         arr = np.frombuffer(full, dtype=self.dtype.newbyteorder("=")).reshape(cshape).copy()

@@ -11,9 +11,11 @@ Request pattern:
   when inner chunks are fetched: every range ``read_inner_chunks`` asks for must come back
   complete, or the shard is corrupt. No inner chunk is ever decoded from a short read.
 - ``read_inner_chunks``: one ``store.get_many`` call; byte ranges of the wanted inner chunks that
-  are closer than ``coalesce_gap`` bytes are merged into one request.
+  are closer than ``coalesce_gap`` bytes are merged into one request. An index entry longer than
+  any valid inner chunk is corrupt and is never fetched.
 - ``rewrite_shard``: at most one full read of the existing shard (skipped when every inner chunk
-  is replaced), then exactly one ``store.set`` (or ``store.delete`` when nothing is left). Inner
+  is replaced; never more than a valid shard's ``max_encoded_size`` + 1 bytes), then exactly one
+  ``store.set`` (or ``store.delete`` when nothing is left). Inner
   chunks that are not updated keep their encoded bytes unchanged: they are never decoded or
   re-encoded.
 
@@ -93,11 +95,18 @@ def read_inner_chunks(
     """Decoded inner chunks at ``coords`` (None for a missing one; the caller fills it)."""
     result: dict[tuple[int, ...], np.ndarray[Any, Any] | None] = {}
     wanted: dict[tuple[int, ...], tuple[int, int]] = {}
+    inner = codec.inner_chain(shard_spec)
     for c in coords:
         c = tuple(c)
         entry = index.get(c)
         if entry is None:
             result[c] = None
+        elif entry[1] > inner.max_encoded_size:
+            raise CorruptDataError(
+                f"shard index entry {c} claims {entry[1]} bytes, more than the "
+                f"{inner.max_encoded_size} any valid inner chunk can take",
+                key=key,
+            )
         else:
             wanted[c] = entry
     if not wanted:
@@ -116,7 +125,6 @@ def read_inner_chunks(
                 key=key,
             )
     starts = [start for start, _ in spans]
-    inner = codec.inner_chain(shard_spec)
     for c, (offset, nbytes) in wanted.items():
         i = bisect_right(starts, offset) - 1
         span_start = spans[i][0]
@@ -150,7 +158,12 @@ def rewrite_shard(
     chunks: dict[tuple[int, ...], bytes | memoryview] = {}
     n_inner = int(np.prod(cps))
     if len(updates) < n_inner:
-        existing = store.get(key)
+        bound = codec.max_encoded_size(shard_spec)
+        existing = store.get(key, ByteRange(0, bound + 1))  # never more than a valid shard
+        if existing is not None and len(existing) > bound:
+            raise CorruptDataError(
+                f"shard is more than the {bound} bytes any valid shard can take", key=key
+            )
         if existing is not None:
             try:
                 index = codec.read_index(existing, shard_spec)

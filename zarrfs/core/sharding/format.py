@@ -18,7 +18,8 @@ Invariants:
   ``MISSING`` (2**64 - 1). Offsets are absolute positions in the shard object (with the index at
   the start, the first inner chunk begins after the index).
 - Index codecs are fixed-size (``bytes``, ``transpose``, ``crc32c``), so the index always has
-  exactly ``index_size(...)`` bytes; anything else is corrupt.
+  exactly ``index_size(...)`` bytes; anything else is corrupt. It holds at most
+  ``MAX_INDEX_BYTES`` of entries.
 - Every entry of a decoded :class:`ShardIndex` is either ``(MISSING, MISSING)`` or a range with
   ``offset + nbytes`` not overflowing 64 bits and, when the shard size is known, not past the end
   of the shard. Violations raise ``CorruptDataError``.
@@ -34,10 +35,15 @@ import numpy as np
 
 from zarrfs.core.codecs.base import ChunkSpec
 from zarrfs.core.codecs.chain import CodecChain
-from zarrfs.core.errors import CorruptDataError, MetadataError
+from zarrfs.core.errors import CorruptDataError, MetadataError, UnsupportedError
 
 #: offset and nbytes of an empty inner chunk
 MISSING = 2**64 - 1
+
+#: largest shard index accepted (16 bytes per inner chunk: 4 Mi inner chunks per shard); a larger
+#: ``chunks_per_shard`` product is refused when the metadata is read (``UnsupportedError``), so no
+#: index read, decode or rebuild ever needs more memory than this
+MAX_INDEX_BYTES = 64 << 20
 
 #: codecs whose encoded size depends only on the input size (allowed as index codecs)
 FIXED_SIZE_CODECS = frozenset({"bytes", "transpose", "crc32c"})
@@ -115,8 +121,17 @@ def check_index_codecs(index_chain: CodecChain) -> None:
 
 
 def index_size(index_chain: CodecChain, chunks_per_shard: tuple[int, ...]) -> int:
-    """The encoded size in bytes of the index of a shard with ``chunks_per_shard`` inner chunks."""
+    """The encoded size in bytes of the index of a shard with ``chunks_per_shard`` inner chunks;
+    ``UnsupportedError`` past ``MAX_INDEX_BYTES``."""
     check_index_codecs(index_chain)
+    n_inner = 1
+    for n in chunks_per_shard:
+        n_inner *= n
+    if n_inner * 16 > MAX_INDEX_BYTES:
+        raise UnsupportedError(
+            f"codec 'sharding_indexed': {n_inner} inner chunks per shard need a shard index of "
+            f"{n_inner * 16} bytes, more than the {MAX_INDEX_BYTES} supported"
+        )
     return index_chain.prepare(index_spec(tuple(chunks_per_shard))).max_encoded_size
 
 
