@@ -34,9 +34,14 @@ def lookup_child(parent: VDir, name: str) -> tuple[VNode, Stat]:
     return node, node.stat()
 
 
-def list_dir(node: VDir) -> list[str]:
+def list_dir(node: VDir) -> Sequence[str]:
+    """The listing snapshot; a lazy sequence (``chunks/`` of a huge grid) is kept lazy, never
+    turned into a list, so listing costs memory independent of the number of entries."""
     node.refresh()
-    return list(node.names())
+    names = node.names()
+    if isinstance(names, Sequence) and not isinstance(names, list | str):
+        return names
+    return list(names)
 
 
 def prepare_children(

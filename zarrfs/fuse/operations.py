@@ -98,7 +98,7 @@ class DirListing:
 
     path: Path
     node: VDir
-    names: list[str]
+    names: Sequence[str]
     #: (index, name, node, stat) for indexes in [prepared_from, prepared_to)
     prepared: list[tuple[int, str, VNode, Stat]] = field(default_factory=list)
     prepared_from: int = 0
