@@ -106,29 +106,9 @@ def start_mount(
     return m
 
 
-@pytest.fixture
-def mounter(tmp_path: Path) -> Iterator:
-    """``mounter(store, *options, name="mnt")`` -> Mount; all unmounted at teardown."""
+def _mounts_under(base: Path) -> Iterator:
+    """A ``mount(store, *options, name=, env=, cmd_prefix=)`` factory; unmounts all at the end."""
     mounts: list[Mount] = []
-
-    def mount(
-        store: str | Path, *options: str, name: str = "mnt", env: dict | None = None,
-        cmd_prefix: list[str] | None = None,
-    ) -> Mount:  # fmt: skip
-        m = start_mount(store, tmp_path / name, *options, env=env, cmd_prefix=cmd_prefix)
-        mounts.append(m)
-        return m
-
-    yield mount
-    for m in mounts:
-        force_unmount(m)
-
-
-@pytest.fixture(scope="module")
-def module_mounter(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
-    """Like ``mounter`` but the mounts live for the whole module."""
-    mounts: list[Mount] = []
-    base = tmp_path_factory.mktemp("mounts")
 
     def mount(
         store: str | Path, *options: str, name: str = "mnt", env: dict | None = None,
@@ -138,6 +118,20 @@ def module_mounter(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
         mounts.append(m)
         return m
 
-    yield mount
-    for m in mounts:
-        force_unmount(m)
+    try:
+        yield mount
+    finally:
+        for m in mounts:
+            force_unmount(m)
+
+
+@pytest.fixture
+def mounter(tmp_path: Path) -> Iterator:
+    """``mounter(store, *options, name="mnt")`` -> Mount; all unmounted at teardown."""
+    yield from _mounts_under(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_mounter(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """Like ``mounter`` but the mounts live for the whole module."""
+    yield from _mounts_under(tmp_path_factory.mktemp("mounts"))
