@@ -205,6 +205,17 @@ def test_write_after_an_external_change_conflicts(
     assert fetch(moto_server, bucket, "root/c/0") == b"mine"
 
 
+def test_empty_range_reads_do_not_bless_a_stale_read(moto_server: MotoProcess, bucket: str) -> None:
+    put(moto_server, bucket, "root/c/0", b"original")
+    store = s3_store(moto_server, bucket)
+    assert store.get("c/0") == b"original"
+    put(moto_server, bucket, "root/c/0", b"theirs")
+    assert store.get("c/0", ByteRange(3, 0)) == b""  # answered by a HEAD
+    assert store.get_many([("c/0", ByteRange(0, 0))]) == [b""]
+    with pytest.raises(ConflictError):
+        store.set("c/0", b"mine")
+
+
 def test_ranged_reads_also_guard_writes(moto_server: MotoProcess, bucket: str) -> None:
     put(moto_server, bucket, "root/shard", BLOB)
     store = s3_store(moto_server, bucket)

@@ -243,6 +243,9 @@ class RemoteStore(Store):
         else:
             state = (fetched.etag, fetched.generation)
         with self._lock:
+            known = self._seen.get(key)
+            if state[1] is None and known is not None and known[0] == state[0]:
+                state = known  # a 304 from the disk cache: keep the generation we knew
             self._seen[key] = state
             self._seen.move_to_end(key)
             while len(self._seen) > self._remember_limit:
@@ -385,7 +388,8 @@ class RemoteStore(Store):
             fetched = self._fetch(key, byte_range)
         except _Changed:  # only with if_match, which get() never sends
             raise StoreError(f"{self.url}: GET {key!r}: the object changed") from None
-        self._remember(key, fetched)
+        if not is_empty(byte_range):  # an empty range is a HEAD: it reads no data
+            self._remember(key, fetched)
         return fetched.data
 
     def get_many(self, requests: Sequence[tuple[str, RangeRequest]]) -> list[bytes | None]:
@@ -425,7 +429,8 @@ class RemoteStore(Store):
             pos += len(plan.parts)
             if not consistent(got):
                 got = self._refetch_consistent(key, plan, deadline)
-            self._remember(key, got[0])
+            if not all(is_empty(part) for part in plan.parts):
+                self._remember(key, got[0])
             for i, value in zip(by_key[key], plan.slices(got), strict=True):
                 out[i] = value
         return out
