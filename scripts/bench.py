@@ -3,8 +3,12 @@
 
 Run as root (it drops the page cache and mounts with FUSE) with the project's virtualenv:
 
-    .venv/bin/python scripts/bench.py --small --out bench-small.md      # ~5 minutes on 2 cores
+    .venv/bin/python scripts/bench.py --small --out bench-small.md      # ~3-4 minutes on 2 cores
     .venv/bin/python scripts/bench.py --out bench.md                     # 512 MiB per variant
+
+The profiles need py-spy in the virtualenv (``.venv/bin/pip install py-spy``); without it, or
+with ``--skip profile``, the report has no profile section. strace, when installed, cross-checks
+measurement 6.
 
 Data: float32 (128, 1024, 1024) of smooth data with a little noise (``--small``: (32, 512, 512)),
 chunks (64, 256, 256), stored as Zarr v3 under ``--workdir`` by zarr-python in four variants
@@ -16,17 +20,19 @@ a plain file) are reused when already present.
 Measurements, per variant (every "cold" one starts after ``drop_caches`` and on a fresh mount or a
 freshly opened array):
 1. full sequential read: ``cat data.raw > /dev/null`` and ``numpy.fromfile`` through the mount vs
-   zarr-python ``a[...]`` and tensorstore ``read()``;
+   zarr-python ``a[...]`` and tensorstore ``read()`` (``--repeat`` times, median; 3 with
+   ``--small``, where one read takes only tens of milliseconds);
 2. second (warm) read vs a plain raw file read from the page cache;
 3. random 4 KiB preads of ``data.raw``, cold and warm (p50/p99) vs single-element reads
-   (zarr-python: no cache, so fewer samples; tensorstore: cache pool of ``--cache-size``);
+   (zarr-python: no cache, so fewer samples; tensorstore: cache pool of ``--cache-size``), plus a
+   warm pass with ``POSIX_FADV_RANDOM`` so every pread is one 4 KiB request to the daemon;
 4. full overwrite (``dd ... conv=notrunc,fsync``) vs ``a[...] = x`` and ``write()``, each
    followed by ``sync`` so all three end with the data on disk;
 5. the daemon's peak RSS (VmRSS polled, and VmHWM) during 1 and 4, against ``-o cache_size``;
 6. (sharded) bytes fetched from the store for one 4 KiB read, from ``/.zarrfs/stats.json``
    (cross-checked with strace when available) vs the shard index(es) + touched inner chunks;
-7. ``find MNT | wc -l`` and ``ls -lR MNT`` over 10,000 small arrays vs zarr-python
-   ``members(max_depth=None)``.
+7. ``find MNT | wc -l`` and ``ls -lR MNT`` over 10,000 small arrays (1,000 with ``--small``, to
+   stay within a few minutes) vs zarr-python ``members(max_depth=None)``.
 A py-spy profile of the daemon (extra, untimed passes) is summarised as the top functions.
 
 Invariants: the script never leaves a mount or a process behind (every mount is unmounted in a
@@ -43,6 +49,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -890,12 +897,14 @@ class Bench:
 
 
 def _sum_pread(trace_file: Path) -> int:
+    """Bytes returned by every pread64 in an strace log (whole or ``<... resumed>`` lines)."""
     total = 0
     for line in trace_file.read_text().splitlines():
-        if "pread64(" in line and "=" in line:
-            tail = line.rsplit("=", 1)[1].split()
-            if tail and tail[0].isdigit():
-                total += int(tail[0])
+        if "pread64" not in line or "unfinished" in line:
+            continue
+        result = re.search(r"= (\d+)$", line.rstrip())
+        if result:
+            total += int(result.group(1))
     return total
 
 
