@@ -4,6 +4,7 @@ what a failed write leaves behind, and what concurrent readers see."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -138,3 +139,37 @@ def test_resize_shrink_then_grow_shows_fill_not_old_data(tmp_path):
     assert (zarr.open_array(str(tmp_path / "a"))[...] == got).all()
     with pytest.raises(InvalidWriteError):
         arr.write(119, b"ab")
+
+
+def test_many_readers_joining_one_queued_prefetch_all_get_the_data(tmp_path):
+    z = zarr.create_array(str(tmp_path / "a"), shape=(64, 256), chunks=(8, 256), dtype="<f8",
+                          compressors=[zarr.codecs.ZstdCodec()])
+    z[...] = np.arange(64 * 256, dtype="f8").reshape(64, 256)
+    want = z[...].astype("<f8").tobytes()
+    class SlowStore(LocalStore):  # keeps a taken-back job running while other readers join it
+        def get(self, key, byte_range=None):
+            time.sleep(0.05)
+            return super().get(key, byte_range)
+
+    engine = Engine(threads=1, prefetch_bytes=1 << 20)
+    arr = open_array(SlowStore(tmp_path / "a"), "", engine)
+    gate = threading.Event()
+    engine.executor.submit(gate.wait)  # the only pool thread is busy: prefetches stay queued
+    arr.read(0, 4096)
+    arr.read(4096, 4096)  # sequential: queues prefetch jobs for the following chunks
+    errors: list[BaseException] = []
+
+    def reader():
+        try:
+            assert arr.read(5 * 16384, 16384) == want[5 * 16384 : 6 * 16384]
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    gate.set()
+    engine.close()
+    assert not errors, repr(errors[0])

@@ -363,7 +363,13 @@ class ZarrArray:
         self.engine.run_all([functools.partial(self._run_job, *args) for args in mine])
         for fut in waits:
             task = getattr(fut, "task", None)
-            if task is not None and task.cancel():
+            if task is None:
+                continue
+            with self._lock:  # one waiter takes a queued prefetch back (cancel() stays True)
+                claimed = not getattr(fut, "claimed", False) and task.cancel()
+                if claimed:
+                    fut.claimed = True  # type: ignore[attr-defined]
+            if claimed:
                 self._run_job(fut.job, fut.units, fut)  # type: ignore[attr-defined]
         out: dict[Coords, Any] = {}
         for _, _, fut in mine:
