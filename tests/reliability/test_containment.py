@@ -159,7 +159,7 @@ def test_directory_store_with_links_and_hostile_names(world: Any, mounter: Any) 
     # links are never followed: not listed, not found, not readable
     assert sorted(os.listdir(mnt)) == [".zarrfs", "a", "attributes.json", "b", "zarr.json"]
     for name in ("evil_dir", "evil_arr", "evil_empty", "lnk"):
-        assert errno_of(lambda: os.stat(mnt / name)) == errno.ENOENT, name
+        assert errno_of(lambda n=name: os.stat(mnt / n)) == errno.ENOENT, name
     raw = mnt / "a" / "data.raw"
     assert errno_of(lambda: pread(raw, 64, 64)) == errno.EIO  # chunk 1 is a link
     assert pread(raw, 128, 64) == bytes(range(64))  # the hard link is a store file
@@ -184,9 +184,9 @@ def test_directory_store_with_links_and_hostile_names(world: Any, mounter: Any) 
         errno_of(lambda: os.close(fd))
     # hostile names through mkdir/create/rename
     for name in ("evil_dir", "evil_empty", "lnk"):
-        assert errno_of(lambda: os.mkdir(mnt / name)) in (errno.EINVAL, errno.EIO), name
+        assert errno_of(lambda n=name: os.mkdir(mnt / n)) in (errno.EINVAL, errno.EIO), name
     for name in ("__x", "...", "a\\b", ".zarrfs-tmp-1", "x" * 255):
-        code = errno_of(lambda: os.mkdir(mnt / name))
+        code = errno_of(lambda n=name: os.mkdir(mnt / n))
         assert code in (0, errno.EINVAL, errno.EIO), (name, code)
         if code == 0:
             assert (store / name / "zarr.json").is_file() and name == "x" * 255
@@ -241,7 +241,7 @@ def test_consolidated_metadata_keys_cannot_escape(
     for key in HOSTILE_KEYS:
         name = key.strip("/").split("/")[0]
         if name and name not in (".", "..", "ok"):
-            assert errno_of(lambda: os.stat(m.path / name / "data.raw")) == errno.ENOENT, key
+            assert errno_of(lambda n=name: os.stat(m.path / n / "data.raw")) == errno.ENOENT, key
     touched = {key for _, key, _ in plan.calls()}
     assert all(".." not in k.split("/") and not k.startswith("/") for k in touched), touched
     m.unmount()

@@ -91,25 +91,38 @@ OPS = [
     Op("readdir-chunks", lambda mnt, ctx: os.listdir(mnt / "a" / "chunks")),
     Op("open", lambda mnt, ctx: os.close(_open(mnt / "a" / "data.raw"))),
     Op("open-metadata", lambda mnt, ctx: (mnt / "a" / "zarr.json").read_bytes()),
-    Op("read-metadata-cached", lambda mnt, ctx: (mnt / "a" / "zarr.json").read_bytes(),
-       lambda mnt, ctx: os.stat(mnt / "a" / "zarr.json"), store_op="get", drop=False),
+    Op(
+        "read-metadata-cached",
+        lambda mnt, ctx: (mnt / "a" / "zarr.json").read_bytes(),
+        lambda mnt, ctx: os.stat(mnt / "a" / "zarr.json"),
+        store_op="get",
+        drop=False,
+    ),
     Op("open-info", lambda mnt, ctx: (mnt / "a" / "info.json").read_bytes()),
-    Op("read", lambda mnt, ctx: os.pread(ctx["fd"], ROW, ROW), _setup_fd(os.O_RDONLY | os.O_DIRECT)),
+    Op(
+        "read", lambda mnt, ctx: os.pread(ctx["fd"], ROW, ROW), _setup_fd(os.O_RDONLY | os.O_DIRECT)
+    ),
     Op("read-codec", lambda mnt, ctx: (mnt / "fx" / "data.raw").read_bytes()),
     Op("write", lambda mnt, ctx: os.pwrite(ctx["fd"], b"\1\2\3", 5), _setup_fd(os.O_RDWR)),
     Op("fsync", lambda mnt, ctx: os.fsync(ctx["fd"]), _setup_dirty, store_op="set"),
     Op("flush-on-close", lambda mnt, ctx: os.close(ctx.pop("fd")), _setup_dirty, store_op="set"),
     Op("write-codec", lambda mnt, ctx: (mnt / "fx" / "data.raw").write_bytes(VALUES.tobytes())),
     Op("truncate", lambda mnt, ctx: os.truncate(mnt / "a" / "data.raw", 900 * 4)),
-    Op("chmod", lambda mnt, ctx: os.chmod(mnt / "a" / "data.raw", 0o600),
-       allowed=FAIL | {errno.EPERM}),  # fmt: skip
+    Op(
+        "chmod",
+        lambda mnt, ctx: os.chmod(mnt / "a" / "data.raw", 0o600),
+        allowed=FAIL | {errno.EPERM},
+    ),  # fmt: skip
     Op("getxattr", lambda mnt, ctx: os.getxattr(mnt / "a" / "data.raw", "user.zarr.shape")),
     Op("listxattr", lambda mnt, ctx: os.listxattr(mnt / "a" / "data.raw")),
     Op("mkdir", lambda mnt, ctx: os.mkdir(mnt / "g" / f"new{next(_serial)}")),
     Op("create", lambda mnt, ctx: (mnt / "g" / "scratch.txt").write_text("x")),
     Op("rename", _rename_over_view, _setup_scratch),
-    Op("unlink-view", lambda mnt, ctx: os.unlink(mnt / "a" / "info.json"),
-       allowed=FAIL | {errno.EPERM}),  # fmt: skip
+    Op(
+        "unlink-view",
+        lambda mnt, ctx: os.unlink(mnt / "a" / "info.json"),
+        allowed=FAIL | {errno.EPERM},
+    ),  # fmt: skip
     Op("statfs", lambda mnt, ctx: os.statvfs(mnt)),
     Op("control-flush", lambda mnt, ctx: (mnt / ".zarrfs" / "flush").write_text("1")),
 ]
@@ -200,7 +213,8 @@ def test_every_operation_survives(mounted: Any, fault_name: str) -> None:
                             "after the fault was removed")  # fmt: skip
     # the faults really reached the store/codecs for the operations that must use them
     must_fire = {"lookup", "getattr", "readdir-root", "open", "read", "read-codec", "write",
-                 "fsync", "flush-on-close", "truncate", "getxattr", "mkdir", "rename", "read-metadata-cached"}  # fmt: skip
+                 "fsync", "flush-on-close", "truncate", "getxattr", "mkdir", "rename",
+                 "read-metadata-cached"}  # fmt: skip
     assert must_fire <= set(fired_ops), sorted(must_fire - set(fired_ops))
     assert not problems, problems
     assert m.proc.poll() is None

@@ -157,8 +157,9 @@ INDEX_CHAINS = [
     CodecChain.from_json([BYTES_LE]),
     CodecChain.from_json([BYTES_LE, {"name": "crc32c"}]),
     CodecChain.from_json([{"name": "bytes", "configuration": {"endian": "big"}}]),
-    CodecChain.from_json([{"name": "transpose", "configuration": {"order": [2, 1, 0]}},
-                          BYTES_LE, {"name": "crc32c"}]),  # fmt: skip
+    CodecChain.from_json(
+        [{"name": "transpose", "configuration": {"order": [2, 1, 0]}}, BYTES_LE, {"name": "crc32c"}]
+    ),  # fmt: skip
 ]
 
 

@@ -59,7 +59,7 @@ def test_hung_array_does_not_stall_the_others(
         slow = m.path / "slow" / "data.raw"
         # a multi-chunk read of the hung array: EIO once the deadline has passed, not later
         for offset in (0, 40 * 1024, 20 * 1024):
-            took, result = timed(lambda: pread(slow, offset, 16 * 1024))
+            took, result = timed(lambda o=offset: pread(slow, o, 16 * 1024))
             assert isinstance(result, OSError) and result.errno == errno.EIO, result
             assert took < TIMEOUT + 1.5, f"EIO after {took:.1f} s (deadline {TIMEOUT} s)"
         assert plan.fired("get")
@@ -67,7 +67,7 @@ def test_hung_array_does_not_stall_the_others(
         for name in ("fast1", "fast2"):
             raw = m.path / name / "data.raw"
             for offset, size in ((0, 64 * 1024), (7 * 1024, 20 * 1024), (0, N * 4)):
-                took, result = timed(lambda: pread(raw, offset, size))
+                took, result = timed(lambda r=raw, o=offset, n=size: pread(r, o, n))
                 assert result == want[name][offset : offset + size], (name, offset, result)
                 assert took < TIMEOUT / 2, f"{name} took {took:.1f} s while slow hangs"
         took, result = timed(lambda: sorted(os.listdir(m.path)))
@@ -160,14 +160,17 @@ def test_watchdog_random_operations(tmp_path: Path, faulty_mount: Any, plan: Fau
         if kind == "read":
             return kind, lambda: pread(raw, off, n, direct=rng.random() < 0.5)
         if kind == "write":
+
             def write() -> None:
                 fd = os.open(raw, os.O_WRONLY)
                 try:
                     os.pwrite(fd, os.urandom(min(n, size - off)), off)
                 finally:
                     os.close(fd)
+
             return kind, write
         if kind == "fsync":
+
             def fsync() -> None:
                 fd = os.open(raw, os.O_RDWR)
                 try:
@@ -175,6 +178,7 @@ def test_watchdog_random_operations(tmp_path: Path, faulty_mount: Any, plan: Fau
                     os.fsync(fd)
                 finally:
                     os.close(fd)
+
             return kind, fsync
         if kind == "stat":
             return kind, lambda: os.stat(raw)
@@ -216,4 +220,6 @@ def test_watchdog_random_operations(tmp_path: Path, faulty_mount: Any, plan: Fau
     assert m.proc.poll() is None
     # with the faults gone, everything answers
     for name in arrays:
-        assert len((mnt / name / "data.raw").read_bytes()) == os.stat(mnt / name / "data.raw").st_size
+        assert (
+            len((mnt / name / "data.raw").read_bytes()) == os.stat(mnt / name / "data.raw").st_size
+        )

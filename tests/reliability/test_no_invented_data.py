@@ -144,7 +144,7 @@ def test_failed_chunk_is_eio_and_write_changes_nothing(mounted: Any, case: Any) 
         # 1. reads touching the chunk: EIO; the neighbours read exactly
         probes = ((start, CB), (start + 4, 8), (start - 4, 8), (start + CB - 1, 2))
         for off, n in probes[:1] if rule["action"] == "hang" else probes:
-            assert errno_of(lambda: pread(raw, off, n)) == errno.EIO, (off, n)
+            assert errno_of(lambda o=off, k=n: pread(raw, o, k)) == errno.EIO, (off, n)
         if rule["op"] == "get":  # a codec fault hits every chunk of its array
             assert pread(raw, start - CB, CB) == want[start - CB : start]
             assert pread(raw, start + CB, CB) == want[start + CB : start + 2 * CB]

@@ -125,8 +125,15 @@ def test_owner_umask_and_modes_are_enforced(open_dir: Path, store: Path, mounter
     m = mount_open(mounter, store, open_dir, "allow_other", "default_permissions", "umask=022")
     assert (m.path / "a" / "data.raw").stat().st_mode & 0o777 == 0o644
     got = as_other(m.path)
-    assert got == {"stat_root": 0, "list_root": 0, "read": 0, "read_meta": 0,
-                   "write": errno.EACCES, "mkdir": errno.EACCES, "create": errno.EACCES}, got
+    assert got == {
+        "stat_root": 0,
+        "list_root": 0,
+        "read": 0,
+        "read_meta": 0,
+        "write": errno.EACCES,
+        "mkdir": errno.EACCES,
+        "create": errno.EACCES,
+    }, got
     m.unmount()
     # umask 077: nothing for others
     m = mount_open(mounter, store, open_dir, "allow_other", "default_permissions", "umask=077")
@@ -139,8 +146,15 @@ def test_owner_umask_and_modes_are_enforced(open_dir: Path, store: Path, mounter
     st = (m.path / "a" / "data.raw").stat()
     assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (OTHER, OTHER, 0o600)
     got = as_other(m.path)
-    assert got == {"stat_root": 0, "list_root": 0, "read": 0, "read_meta": 0, "write": 0,
-                   "mkdir": 0, "create": 0}, got
+    assert got == {
+        "stat_root": 0,
+        "list_root": 0,
+        "read": 0,
+        "read_meta": 0,
+        "write": 0,
+        "mkdir": 0,
+        "create": 0,
+    }, got
     m.unmount()
     assert (store / "a" / "c" / "0").read_bytes()[:1] == b"\x07"
     assert (store / f"g{OTHER}" / "zarr.json").is_file()
