@@ -739,11 +739,11 @@ class ZarrArray:
         prefix = self.metadata.chunk_store_prefix(self.path)
         total = 0
         try:
-            for key in self.store.list_prefix(prefix):
+            for key, size in self.store.list_sizes(prefix):
                 rest = key[len(prefix) :]
                 if rest in ("zarr.json", ".zarray", ".zattrs") or "/zarr.json" in rest:
                     continue
-                total += self.store.size(key) or 0
+                total += size
         except ZarrFSError:
             return None
         with self._lock:

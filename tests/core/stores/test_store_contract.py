@@ -173,6 +173,12 @@ class StoreContract:
         assert sorted(store.list_prefix("b/x/")) == ["b/x/y/z"]
         assert list(store.list_prefix("nope/")) == []
 
+    def test_list_sizes(self, store: Store) -> None:
+        assert dict(store.list_sizes("")) == {k: len(v) for k, v in REFERENCE.items()}
+        assert dict(store.list_sizes("a/")) == {
+            k: len(v) for k, v in REFERENCE.items() if k.startswith("a/")
+        }
+
     # -- key safety -------------------------------------------------------------------------
 
     @pytest.mark.parametrize("key", BAD_KEYS, ids=repr)

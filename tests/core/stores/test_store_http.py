@@ -56,6 +56,10 @@ class TestHttpStore(StoreContract):
         with pytest.raises(StoreError, match="cannot list"):
             list(store.list_prefix(""))
 
+    def test_list_sizes(self, store: Store) -> None:
+        with pytest.raises(StoreError):
+            list(store.list_sizes(""))
+
     @pytest.mark.parametrize("key", BAD_KEYS, ids=repr)
     def test_bad_keys_refused_for_writing(self, store: Store, key: str) -> None:
         with pytest.raises((StoreError, ReadOnlyError)):

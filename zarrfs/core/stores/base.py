@@ -127,6 +127,13 @@ class Store(ABC):
         """Every key under ``prefix`` (full keys), in no particular order."""
         raise StoreError(f"store {self.url or type(self).__name__} cannot list")
 
+    def list_sizes(self, prefix: str) -> Iterator[tuple[str, int]]:
+        """(key, size) of every key under ``prefix``; object stores answer from one listing."""
+        for key in self.list_prefix(prefix):
+            size = self.size(key)
+            if size is not None:
+                yield key, size
+
     def close(self) -> None:
         """Release connections and file handles."""
 

@@ -571,6 +571,19 @@ class RemoteStore(Store):
         keys = self.call("LIST", base + "/" if base else "", attempt)
         return iter([k for k in keys if _valid_key(k)])
 
+    def list_sizes(self, prefix: str) -> Iterator[tuple[str, int]]:
+        """(key, size) pairs from the listing itself: no request per key."""
+        self._require_listing()
+        check_prefix(prefix)
+        base = prefix.rstrip("/")
+
+        def attempt() -> list[tuple[str, int]]:
+            stream = obstore.list(self.backend, base or None, chunk_size=1000)
+            return [(meta["path"], int(meta["size"])) for batch in stream for meta in batch]
+
+        pairs = self.call("LIST", base + "/" if base else "", attempt)
+        return iter([(k, n) for k, n in pairs if _valid_key(k)])
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self.disk_cache is not None:
