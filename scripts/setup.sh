@@ -9,6 +9,7 @@ pkgs=(fuse3 libfuse3-dev pkg-config python3-venv)
 extras=""
 if [[ "${1:-}" == "--test" ]]; then
     pkgs+=(fio attr gdal-bin python3-gdal teem-apps libij-java default-jre xvfb xauth)
+    pkgs+=(systemd libseccomp2)  # systemd-analyze, the fstab generator; tests/systemd
     extras="[test]"
 fi
 
@@ -28,4 +29,13 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".${extras}"
+# fstab (type fuse.zarrfs, through mount.fuse3) and zarrfs@.service run `zarrfs` from root's
+# PATH: as root, link this checkout's entry point there (a file that is not a link is kept)
+if [[ $(id -u) -eq 0 ]]; then
+    if [[ -L /usr/local/bin/zarrfs || ! -e /usr/local/bin/zarrfs ]]; then
+        ln -sfn "$PWD/.venv/bin/zarrfs" /usr/local/bin/zarrfs
+    else
+        echo "setup: /usr/local/bin/zarrfs is not a symlink; left as it is" >&2
+    fi
+fi
 echo "setup: ready (.venv/bin/zarrfs)" >&2
