@@ -69,12 +69,12 @@ def test_hung_array_does_not_stall_the_others(
             for offset, size in ((0, 64 * 1024), (7 * 1024, 20 * 1024), (0, N * 4)):
                 took, result = timed(lambda r=raw, o=offset, n=size: pread(r, o, n))
                 assert result == want[name][offset : offset + size], (name, offset, result)
-                assert took < TIMEOUT / 2, f"{name} took {took:.1f} s while slow hangs"
+                assert took < TIMEOUT * 0.75, f"{name} took {took:.1f} s while slow hangs"
         took, result = timed(lambda: sorted(os.listdir(m.path)))
         assert result == [".zarrfs", "attributes.json", "fast1", "fast2", "slow", "zarr.json"]
-        assert took < TIMEOUT / 2, f"listing took {took:.1f} s while slow hangs"
+        assert took < TIMEOUT * 0.75, f"listing took {took:.1f} s while slow hangs"
         took, result = timed(lambda: os.stat(m.path / "fast2" / "data.raw").st_size)
-        assert result == N * 4 and took < TIMEOUT / 2
+        assert result == N * 4 and took < TIMEOUT * 0.75
     finally:
         plan.clear()  # the store answers again
     # the hung requests end (StoreTimeout), the array reads again
