@@ -247,3 +247,44 @@ def stop_pid(pid: int) -> None:
 def daemon_pid(mountpoint: Path) -> int:
     """The pid in the daemon's pid file (``$ZARRFS_RUNTIME_DIR`` of this test)."""
     return int(runtime.pid_file(str(mountpoint)).read_text().split()[0])
+
+
+_HOLDER = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.pwrite(fd, bytes.fromhex(sys.argv[2]), int(sys.argv[3]))
+print("written", flush=True)
+sys.stdin.readline()
+os.close(fd)
+print("closed", flush=True)
+"""
+
+
+class Holder:
+    """A process that writes ``data`` at ``offset`` of ``path`` and keeps the file open until
+    ``close()``.
+
+    The test process itself must not hold the descriptor: FUSE sends FLUSH on every close of
+    a descriptor, including the copies a fork hands to a child (``fusermount3``, ``zarrfs
+    umount``) that are closed on exec, and that FLUSH would write the dirty data early.
+    """
+
+    def __init__(self, path: Path, data: bytes, offset: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, str(path), data.hex(), str(offset)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "written\n"
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if self.proc.poll() is None:
+            self.proc.stdin.write("\n")
+            self.proc.stdin.flush()
+            assert self.proc.stdout.readline() == "closed\n"
+        self.proc.wait(timeout=30)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
