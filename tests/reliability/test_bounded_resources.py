@@ -178,8 +178,8 @@ def test_two_to_the_forty_chunks(mounted: Any) -> None:
     with os.scandir(m.path / "many" / "chunks") as entries:
         names = [e.name for _, e in zip(range(3000), entries, strict=False)]
     assert names[:3] == ["0", "1", "2"] and len(names) == 3000
-    grew = hwm(m.pid) - base
-    assert grew <= DATA_BOUND, f"peak memory grew by {grew / MIB:.0f} MiB"
+    grew = hwm(m.pid) - base  # the peak since the warm-up: metadata cases may have run first
+    assert grew <= META_BOUND, f"peak memory grew by {grew / MIB:.0f} MiB"
 
 
 def test_zip_bombs_and_lying_members(tmp_path: Path, mounter: Any) -> None:
