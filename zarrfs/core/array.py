@@ -61,6 +61,8 @@ Coords = tuple[int, ...]
 #: cache value for a unit (or shard) that is not in the store
 _MISSING = np.zeros(0, dtype=np.uint8)
 _NSTRIPES = 64
+#: a read starting this close to where the previous one ended counts as sequential
+_SEQUENTIAL_SLACK = 1 << 20
 
 
 def _byte_order_char(byte_order: str) -> str:
@@ -207,6 +209,8 @@ class ZarrArray:
         #: last change of the data through this object (the data files' mtime)
         self.mtime_ns = time.time_ns()
         self._last_end = -1
+        #: flat byte offset up to which loads have been started by prefetching
+        self._prefetch_end = 0
         self._stored_bytes: int | None = None
 
     def _count_fetched(self, n: int) -> None:
@@ -456,16 +460,26 @@ class ZarrArray:
             raise type(exc)(f"{key}: {exc}") from exc
 
     def _maybe_prefetch(self, offset: int, size: int) -> None:
-        """On sequential reads, start loading the units the next bytes will need."""
-        sequential = offset == self._last_end
-        self._last_end = offset + size
+        """On sequential reads, start loading the units the next bytes will need.
+
+        Reads within ``_SEQUENTIAL_SLACK`` of the previous end count as sequential (the kernel
+        sends read-ahead requests concurrently, slightly out of order). The window ahead is
+        planned in pieces of at least half a window, not on every request."""
+        end = offset + size
+        sequential = abs(offset - self._last_end) <= _SEQUENTIAL_SLACK
+        self._last_end = end
         if not sequential:
+            self._prefetch_end = end
             return
-        start = offset + size
-        window = min(self.engine.prefetch_bytes, self.nbytes - start)
-        if window <= 0:
+        window = self.engine.prefetch_bytes
+        if self._prefetch_end - end > window // 2:
             return
-        e0, e1, _ = element_range(start, window, self.itemsize)
+        start = max(end, self._prefetch_end)
+        stop = min(self.nbytes, end + window)
+        if stop <= start:
+            return
+        self._prefetch_end = stop
+        e0, e1, _ = element_range(start, stop - start, self.itemsize)
         wanted: list[Coords] = []
         seen: set[Coords] = set()
         for b in flat_to_boxes(self.shape, e0, e1):

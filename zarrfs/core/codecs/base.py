@@ -30,6 +30,12 @@ import numpy as np
 from zarrfs.core.errors import MetadataError, UnsupportedError
 
 
+#: unsigned integer types used to compare items of these sizes bit for bit
+_WORDS: dict[int, Any] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+#: bytes compared at a time by ``ChunkSpec.is_fill``
+_FILL_BLOCK = 1 << 20
+
+
 @dataclass(frozen=True, eq=False)
 class ChunkSpec:
     """What a codec needs to know about one chunk: its shape, data type and fill value.
@@ -67,12 +73,28 @@ class ChunkSpec:
         return out
 
     def is_fill(self, arr: np.ndarray[Any, Any]) -> bool:
-        """True when every element equals the fill value bit for bit (NaN payloads included)."""
+        """True when every element equals the fill value bit for bit (NaN payloads included).
+
+        Compares whole machine words where the item size allows, block by block, and stops at
+        the first differing block (most data chunks differ in their first element)."""
         if arr.size == 0:
             return True
-        fill = np.ascontiguousarray(self.fill_value).view(np.uint8)
-        flat = np.ascontiguousarray(arr).view(np.uint8).reshape(-1, self.dtype.itemsize)
-        return bool((flat == fill).all())
+        flat = np.ascontiguousarray(arr).reshape(-1)
+        fill = np.ascontiguousarray(self.fill_value).tobytes()
+        word = _WORDS.get(self.dtype.itemsize)
+        if word is not None:
+            items = flat.view(word)
+            target: Any = np.frombuffer(fill, dtype=word)[0]
+        else:
+            items = flat.view(np.uint8).reshape(-1, self.dtype.itemsize)
+            target = np.frombuffer(fill, dtype=np.uint8)
+        if not (items[:1] == target).all():
+            return False
+        step = max(1, _FILL_BLOCK // self.dtype.itemsize)
+        for start in range(0, len(items), step):
+            if not (items[start : start + step] == target).all():
+                return False
+        return True
 
 
 class Codec(ABC):
