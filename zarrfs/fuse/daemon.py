@@ -147,6 +147,7 @@ class _Loop:
     url: str
     status: Status
     systemd: bool
+    readahead: int = 4 << 20
     signalled: bool = False
     live: bool = False
 
@@ -177,7 +178,9 @@ def run(
         log.debug("opening %s", url, exc_info=True)
         status.failed(f"cannot open {url}: {type(exc).__name__}: {exc}")
         return 1
-    loop = _Loop(ZarrOperations(tree, options), mountpoint, url, status, systemd)
+    loop = _Loop(
+        ZarrOperations(tree, options), mountpoint, url, status, systemd, options.readahead
+    )
     code = 0
     try:
         trio.run(_serve, loop, kernel_options(options, url))
@@ -262,6 +265,7 @@ async def _announce_when_live(loop: _Loop) -> None:
         pyfuse3.terminate()
         return
     loop.live = True
+    runtime.set_readahead(loop.mountpoint, loop.readahead)
     if loop.systemd:
         runtime.sd_notify(f"READY=1\nSTATUS=serving {loop.url} on {loop.mountpoint}")
     log.info("mounted %s on %s (pid %d)", loop.url, loop.mountpoint, os.getpid())

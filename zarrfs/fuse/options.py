@@ -77,6 +77,8 @@ class MountOptions:
     byte_order: str = "little"
     #: bytes read ahead on sequential reads
     prefetch: int | None = None
+    #: the kernel's read-ahead window for this mount (bytes; also its largest read requests)
+    readahead: int = 4 << 20
     #: seconds dirty data may wait before a background flush
     writeback: float | None = None
     views: tuple[str, ...] | None = None
@@ -228,6 +230,7 @@ _VALUED: dict[str, Callable[[str], Any]] = {
     "cache_size": parse_size,
     "byte_order": _byte_order,
     "prefetch": parse_size,
+    "readahead": parse_size,
     "writeback": _seconds,
     "views": _views,
     "endpoint": _nonempty,
