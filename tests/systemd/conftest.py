@@ -38,14 +38,10 @@ class Cleanup:
             self.daemon_of(mountpoint)
         for proc in self.procs:
             if proc.poll() is None:
-                stop_pid(proc.pid)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+                stop_pid(proc.pid, self.mountpoints)
+            proc.poll()
         for pid in self.pids:
-            stop_pid(pid)
+            stop_pid(pid, self.mountpoints)
         for mountpoint in self.mountpoints:
             force_unmount(mountpoint)
 

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,9 @@ SERVICE = UNITS / "zarrfs@.service"
 INSTALLED_ZARRFS = "/usr/local/bin/zarrfs"
 #: this checkout's entry point, substituted for INSTALLED_ZARRFS in the tests
 VENV_ZARRFS = str(Path(sys.executable).parent / "zarrfs")
+
+#: the PATH systemd gives services (and mount(8) gives mount helpers)
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 ARRAY = "temp"
 SHAPE, CHUNKS = (32, 48), (8, 16)
@@ -117,13 +120,14 @@ def exec_start(config: dict[str, str], service: Path = SERVICE) -> list[str]:
     return command_line(value, environment_files(config, service))
 
 
-def exec_start_pre(config: dict[str, str], service: Path = SERVICE) -> subprocess.CompletedProcess:
+def exec_start_pre(
+    config: dict[str, str], prefix: list[str] | None = None, service: Path = SERVICE
+) -> subprocess.CompletedProcess[str]:
     """Run the unit's ExecStartPre by hand, in the environment the unit gives it."""
     (value,) = setting(service, "ExecStartPre")
-    env = {**os.environ, **environment_files(config, service)}
-    return subprocess.run(
-        command_line(value, env), env=env, capture_output=True, text=True, timeout=60
-    )
+    env = {**os.environ, "PATH": SYSTEMD_PATH, **environment_files(config, service)}
+    argv = [*(prefix or []), *command_line(value, env)]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
 
 
 @functools.cache
@@ -209,39 +213,81 @@ def is_mounted(mountpoint: Path) -> bool:
 
 
 def wait_until_live(mountpoint: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Until the daemon has logged that its mount is live (its own check is over)."""
+
     def live() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"daemon exited with {proc.returncode}:\n{log.read_text()}")
-        return is_mounted(mountpoint)
+        return is_mounted(mountpoint) and f"on {mountpoint} (pid {proc.pid})" in log.read_text()
 
     wait_for(live, 30, f"{mountpoint} to be mounted")
     os.stat(mountpoint)
 
 
+def abort_connection(mountpoint: Path) -> None:
+    """End the FUSE connection of ``mountpoint`` so nothing can stay blocked on it.
+
+    Needed when a daemon hangs, or was killed while one of its own threads waited on its own
+    mount (that thread never returns, so the process never exits and the connection never
+    closes). ``umount -f`` aborts the connection even when the unmount itself is refused.
+    """
+    found = runtime.mount_info(str(mountpoint))
+    if found is None or not found[0].startswith("fuse"):
+        return
+    abort = Path(f"/sys/fs/fuse/connections/{os.minor(found[2])}/abort")
+    if abort.exists():
+        abort.write_text("1")
+    else:
+        subprocess.run(["umount", "-f", str(mountpoint)], capture_output=True, timeout=10)
+
+
 def force_unmount(mountpoint: Path) -> None:
     """Detach whatever is mounted on ``mountpoint`` (aborting a hung connection first)."""
-    while (found := runtime.mount_info(str(mountpoint))) is not None:
+    for _ in range(5):
+        found = runtime.mount_info(str(mountpoint))
+        if found is None:
+            return
         if found[0].startswith("fuse"):
             try:
                 subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], timeout=10)
                 continue
             except subprocess.TimeoutExpired:
-                abort = Path(f"/sys/fs/fuse/connections/{os.minor(found[2])}/abort")
-                if abort.exists():
-                    abort.write_text("1")
+                abort_connection(mountpoint)
         subprocess.run(["umount", "-l", str(mountpoint)], timeout=10)
 
 
-def stop_pid(pid: int) -> None:
-    """SIGTERM, then SIGKILL after 10 s, a process this test started (directly or not)."""
-    if not runtime.process_alive(pid):
-        return
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while runtime.process_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if runtime.process_alive(pid):
-        os.kill(pid, signal.SIGKILL)
+def running(pid: int) -> bool:
+    """True while any thread of ``pid`` runs (a killed daemon whose thread waits on its own
+    mount shows a zombie leader but cannot be reaped)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def stop_pid(pid: int, mountpoints: Sequence[Path] = ()) -> None:
+    """Stop a process this test started (directly or not): SIGTERM, SIGKILL, then abort the
+    FUSE connections of ``mountpoints`` if it still cannot exit."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5), (None, 10)):
+        if not running(pid):
+            return
+        if sig is None:
+            for mountpoint in mountpoints:
+                abort_connection(mountpoint)
+        else:
+            os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def daemon_pid(mountpoint: Path) -> int:
