@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from codec_helpers import DTYPES, SHAPES, same_bits, sample, spec
 
-from zarrfs.core.codecs.base import parse_codec
+from zarrfs.core.codecs.base import ChunkSpec, parse_codec
 from zarrfs.core.codecs.bytes import BytesCodec
 from zarrfs.core.errors import CorruptDataError, MetadataError
 
@@ -27,7 +27,7 @@ def test_round_trip_every_type(dtype: str, shape: tuple[int, ...], endian: str) 
     assert data == arr.astype(stored).tobytes()
     out = codec.decode(data, s)
     assert same_bits(out, arr)
-    assert out.flags.c_contiguous and out.flags.writeable
+    assert out.flags.c_contiguous
     assert out.dtype.isnative
 
 
@@ -45,13 +45,6 @@ def test_complex_is_real_then_imaginary() -> None:
     s = spec((1,), "complex64")
     data = BytesCodec("big").encode(np.array([1 + 2j], dtype="complex64"), s)
     assert data == np.array([1, 2], dtype=">f4").tobytes()
-
-
-def test_decode_of_readonly_input_is_writable() -> None:
-    s = spec((4,), "uint8")
-    out = BytesCodec(None).decode(memoryview(b"\x01\x02\x03\x04"), s)
-    out[0] = 9
-    assert out.tolist() == [9, 2, 3, 4]
 
 
 @pytest.mark.parametrize("length", [0, 11, 13, 24])
@@ -102,3 +95,13 @@ def test_endian_optional_for_single_byte_and_raw_types(dtype: str) -> None:
 def test_endian_required_for_multibyte_types(dtype: str) -> None:
     with pytest.raises(MetadataError, match="endian"):
         BytesCodec(None).validate(spec((2,), dtype))
+
+
+def test_native_order_decode_is_a_view_not_a_copy():
+    codec = BytesCodec("little")
+    s = ChunkSpec((64, 64), np.dtype("<f4"), np.zeros((), "<f4"))
+    data = np.arange(64 * 64, dtype="<f4").tobytes()
+    out = codec.decode(data, s)
+    assert np.shares_memory(out, np.frombuffer(data, np.uint8))
+    swapped = BytesCodec("big").decode(np.arange(64 * 64, dtype=">f4").tobytes(), s)
+    assert (swapped == out).all() and swapped.dtype == np.dtype("<f4")

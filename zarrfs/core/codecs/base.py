@@ -10,6 +10,8 @@ object serves every chunk of an array. Three kinds, applied in this order when e
 
 Invariants every codec keeps:
 - in-memory arrays are C-contiguous numpy arrays in *native* byte order with ``spec.dtype``;
+  decoded arrays may be read-only views of the stored bytes (no copy), so nobody modifies one
+  in place;
 - ``decode`` never returns data it could not verify and never allocates more than the bound it
   is given (``max_size``) or can derive from the spec; bad input raises ``CorruptDataError``;
 - ``from_config`` validates the configuration and raises ``MetadataError`` naming the field;
@@ -155,7 +157,8 @@ class ArrayBytesCodec(Codec):
 
     @abstractmethod
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray[Any, Any]:
-        """Decode to a C-contiguous, writable array of ``spec.shape`` and ``spec.dtype``."""
+        """Decode to a C-contiguous array of ``spec.shape`` and ``spec.dtype`` (possibly a
+        read-only view of ``data``: callers copy before they modify)."""
 
     @abstractmethod
     def max_encoded_size(self, spec: ChunkSpec) -> int:

@@ -78,8 +78,8 @@ class BytesCodec(ArrayBytesCodec):
             )
         stored = self._stored_dtype(spec.dtype)
         flat = np.frombuffer(data, dtype=stored)
-        # astype always copies: the result is writable, C-contiguous and in native order.
-        return flat.astype(spec.dtype, copy=True).reshape(spec.shape)
+        # no copy when the stored order is the native one: a (read-only) view of the bytes
+        return flat.astype(spec.dtype, copy=False).reshape(spec.shape)
 
     def max_encoded_size(self, spec: ChunkSpec) -> int:
         return spec.nbytes

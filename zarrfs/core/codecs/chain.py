@@ -131,7 +131,8 @@ class PreparedChain:
         self.max_encoded_size: int = bound
 
     def decode(self, data: bytes | memoryview) -> np.ndarray[Any, Any]:
-        """Stored bytes -> C-contiguous writable array of ``spec.shape``/``spec.dtype``."""
+        """Stored bytes -> C-contiguous array of ``spec.shape``/``spec.dtype`` (may be a
+        read-only view of ``data``)."""
         try:
             if len(data) > self.max_encoded_size:
                 raise CorruptDataError(
@@ -155,7 +156,7 @@ class PreparedChain:
             raise CorruptDataError("decoding exhausted resources") from None
         except Exception as exc:  # codec libraries raise anything on corrupt input
             raise CorruptDataError(f"decode failed: {type(exc).__name__}: {exc}") from exc
-        if not arr.flags.c_contiguous or not arr.flags.writeable:
+        if not arr.flags.c_contiguous:
             arr = arr.copy(order="C")  # (np.ascontiguousarray makes 0-d arrays 1-d)
         return arr
 
