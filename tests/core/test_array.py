@@ -173,3 +173,25 @@ def test_many_readers_joining_one_queued_prefetch_all_get_the_data(tmp_path):
     gate.set()
     engine.close()
     assert not errors, repr(errors[0])
+
+
+def test_dirty_bytes_are_bounded_per_mount_and_return_to_zero(tmp_path):
+    for name in ("a", "b"):
+        zarr.create_array(str(tmp_path / name), shape=(64, 1024), chunks=(8, 1024), dtype="<f8")
+    engine = Engine(cache_size=1 << 20)  # dirty limit: a quarter, 256 KiB = 4 chunks
+    a = open_array(LocalStore(tmp_path / "a"), "", engine)
+    b = open_array(LocalStore(tmp_path / "b"), "", engine)
+    assert engine.dirty_limit == 256 << 10
+    assert engine.chunk_cache.capacity == (1 << 20) - (256 << 10)
+    peak = 0
+    for i in range(8):  # 16 chunks of 64 KiB written across two arrays
+        for arr in (a, b):
+            arr.write(i * 65536, np.full(8192, i + 1, "<f8").tobytes())
+            peak = max(peak, engine.dirty_bytes)
+    assert peak <= engine.dirty_limit + 65536
+    a.flush()
+    b.flush()
+    assert engine.dirty_bytes == 0
+    for arr in (a, b):
+        got = np.frombuffer(arr.read(0, 8 * 65536), "<f8").reshape(8, 8192)
+        assert got[:, 0].tolist() == [float(i + 1) for i in range(8)]

@@ -74,9 +74,14 @@ def _byte_order_char(byte_order: str) -> str:
 
 @dataclass
 class Engine:
-    """What all arrays of one mount share: caches, worker threads, counters, limits."""
+    """What all arrays of one mount share: caches, worker threads, counters, limits.
 
-    cache_size: int = 512 << 20
+    Memory: ``cache_size`` bounds decoded chunks and unflushed writes together. A quarter of it
+    (at most ``dirty_limit``) may hold dirty chunks; when a write takes the mount's dirty bytes
+    past that, the writer flushes before returning. The decoded-chunk cache gets the rest, and
+    shard indexes a sixteenth on top."""
+
+    cache_size: int = 1 << 30
     threads: int = 8
     prefetch_bytes: int = 64 << 20
     dirty_limit: int = 256 << 20
@@ -87,11 +92,21 @@ class Engine:
     stats: Stats = field(default_factory=Stats)
 
     def __post_init__(self) -> None:
-        self.chunk_cache = LRUCache(self.cache_size)
+        self.dirty_limit = min(self.dirty_limit, self.cache_size // 4)
+        self.chunk_cache = LRUCache(self.cache_size - self.dirty_limit)
+        self._dirty_lock = threading.Lock()
+        #: bytes of dirty (unflushed) chunk copies of every array of the mount
+        self.dirty_bytes = 0
         self.index_cache = LRUCache(max(1 << 20, self.cache_size // 16))
         self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix="zarrfs-io")
         self._uid_lock = threading.Lock()
         self._next_uid = 0
+
+    def add_dirty(self, n: int) -> int:
+        """Account ``n`` more (or, negative, fewer) dirty bytes; returns the new total."""
+        with self._dirty_lock:
+            self.dirty_bytes += n
+            return self.dirty_bytes
 
     def new_uid(self) -> int:
         with self._uid_lock:
@@ -566,7 +581,7 @@ class ZarrArray:
                 self._stored_bytes = None
         self.mtime_ns = time.time_ns()
         self.engine.stats.add(self.path, "bytes_written", len(data))
-        if added and self._dirty_bytes() > self.engine.dirty_limit:
+        if added and self.engine.add_dirty(added) > self.engine.dirty_limit:
             self.flush()
 
     def _covers_unit(self, unit: Coords, sel: tuple[slice, ...]) -> bool:
@@ -608,10 +623,6 @@ class ZarrArray:
             arr[sel] = values
         return added
 
-    def _dirty_bytes(self) -> int:
-        with self._lock:
-            return sum(a.nbytes for a in self._dirty.values())
-
     @property
     def dirty(self) -> bool:
         with self._lock:
@@ -649,18 +660,21 @@ class ZarrArray:
     def _commit(self, written: dict[Coords, Any]) -> None:
         """Mark units clean after their bytes reached the store."""
         cache = self.engine.chunk_cache
+        freed = 0
         with self._lock:
             self._epoch += 1
             for u, arr in written.items():
                 if self._dirty.get(u) is arr:
                     del self._dirty[u]
                     self._frozen.discard(u)
+                    freed += arr.nbytes
                     cache.put((self.uid, u), arr)
                 else:
                     cache.pop((self.uid, u))
             if not self._dirty:
                 self._dirty_since = None
             self._stored_bytes = None
+        self.engine.add_dirty(-freed)
 
     def _flush_chunk(self, unit: Coords, units: dict[Coords, Any]) -> None:
         arr = units[unit]

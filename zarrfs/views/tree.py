@@ -375,7 +375,7 @@ def open_tree(url: str, options: Any = None) -> RootDir:
     read_only = bool(opt("read_only", False))
     store = open_store(url, read_only=read_only, **(opt("store_options", None) or {}))
     engine = Engine(
-        cache_size=parse_size(opt("cache_size", None), 512 << 20),
+        cache_size=parse_size(opt("cache_size", None), 1 << 30),
         threads=int(opt("threads", None) or 8),
         prefetch_bytes=parse_size(opt("prefetch", None), 64 << 20),
         read_only=read_only,
