@@ -31,7 +31,7 @@ pytestmark = pytest.mark.timeout(120)
 #: what an fstab line may carry: zarrfs' options and mount(8)'s/systemd's generic ones
 FSTAB_OPTIONS = (
     "ro,allow_other,_netdev,nofail,x-systemd.automount,x-systemd.idle-timeout=10min,"
-    "comment=zarrfs,noatime,log_level=debug"
+    "comment=zarrfs,noatime,auto_unmount,log_level=debug"
 )
 
 
