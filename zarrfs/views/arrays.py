@@ -297,8 +297,13 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         """The data and header views present for the current array (``info.json`` "views")."""
         from zarrfs.views.legacy import present_headers
 
-        names = [v for v in ("data.raw", "data.npy") if self.ctx.view_enabled(v)]
-        return names + present_headers(self.array(), self.ctx.byte_order, self.ctx.view_enabled)
+        arr = self.array()
+
+        def compute() -> list[str]:
+            names = [v for v in ("data.raw", "data.npy") if self.ctx.view_enabled(v)]
+            return names + present_headers(arr, self.ctx.byte_order, self.ctx.view_enabled)
+
+        return self.ctx.memo(("views", self.path, arr.uid, arr.shape), compute)
 
     def names(self) -> list[str]:
         from zarrfs.views.tree import metadata_names
@@ -316,16 +321,30 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         if name == "data.npy" and self.ctx.view_enabled(name):
             return DataFile(self.ctx, self.path, npy=True)
         if name in HEADER_VIEWS and name in self.view_names():
-            return GeneratedFile(lambda: render_header(name, self.array(), self.ctx.byte_order))
+            return GeneratedFile(self._memo_render(name, lambda arr: render_header(name, arr, self.ctx.byte_order)))
         if name == "chunks":
             return ChunksDir(self.ctx, self.path)
         if name == "info.json":
             return GeneratedFile(
-                lambda: render_json(
-                    array_info(self.array(), self.ctx.byte_order, self.view_names())
+                self._memo_render(
+                    name,
+                    lambda arr: render_json(
+                        array_info(arr, self.ctx.byte_order, self.view_names())
+                    ),
                 )
             )
         return metadata_file(self.ctx, self.path, name) or self.scratch_lookup(name)
+
+    def _memo_render(self, name: str, render: Any) -> Any:
+        """``render(array)`` computed once per array state (stat and read agree, and
+        listing many arrays does not render every file twice)."""
+
+        def content() -> bytes:
+            arr = self.array()
+            key = (name, self.path, arr.uid, arr.shape, arr.mtime_ns, arr.stored_bytes())
+            return self.ctx.memo(key, lambda: render(arr))
+
+        return content
 
     def refresh(self) -> None:
         self.ctx.hierarchy.revalidate(self.path)

@@ -26,6 +26,8 @@ from zarrfs.views.info import render_json
 
 log = logging.getLogger(__name__)
 
+_NO_MEMO = object()
+
 ALL_VIEWS = ("data.raw", "data.npy", "data.hdr", "data.mhd", "data.nhdr")
 
 
@@ -39,6 +41,18 @@ class MountContext:
     views: frozenset[str] = frozenset(ALL_VIEWS)
     started: float = field(default_factory=time.time)
     scratch: ScratchSpace = field(default_factory=ScratchSpace)
+    _memo: dict[Any, Any] = field(default_factory=dict)
+
+    def memo(self, key: Any, compute: Any) -> Any:
+        """``compute()`` cached under ``key`` (keys carry the state they depend on, so entries
+        never go stale; the table is emptied when it grows past a few thousand entries)."""
+        hit = self._memo.get(key, _NO_MEMO)
+        if hit is _NO_MEMO:
+            hit = compute()
+            if len(self._memo) > 8192:
+                self._memo.clear()
+            self._memo[key] = hit
+        return hit
 
     @property
     def writable(self) -> bool:
@@ -67,6 +81,10 @@ class MetadataFile(VFile):
 
     def content(self) -> bytes:
         node = self.ctx.hierarchy.node(self.path)
+        key = ("meta", self.path, self.name, id(node), node.mtime_ns)
+        return self.ctx.memo(key, lambda: self._content(node))  # type: ignore[no-any-return]
+
+    def _content(self, node: Node) -> bytes:
         if self.name == "attributes.json":
             return render_json(dict(node.metadata.attributes))
         raw = self.ctx.hierarchy.documents.get(join(self.path, self.name))
