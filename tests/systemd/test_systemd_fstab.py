@@ -63,20 +63,24 @@ class Subreaper:
 
 @pytest.fixture
 def zarrfs_on_path() -> Iterator[None]:
-    """/usr/local/bin/zarrfs -> this checkout, as scripts/setup.sh leaves it (made if missing)."""
+    """/usr/local/bin/zarrfs -> this checkout, as scripts/setup.sh leaves it; a missing or
+    dangling link is pointed here for the test and put back afterwards."""
     require("mount.fuse3", "findmnt")
     link = Path(INSTALLED_ZARRFS)
-    made = False
-    if not link.exists() and not link.is_symlink():
-        link.symlink_to(VENV_ZARRFS)
-        made = True
-    elif os.path.realpath(link) != os.path.realpath(VENV_ZARRFS):
-        pytest.skip(f"{link} is not this checkout's zarrfs (run scripts/setup.sh as root)")
+    previous = os.readlink(link) if link.is_symlink() else None
+    if link.exists():
+        if os.path.realpath(link) != os.path.realpath(VENV_ZARRFS):
+            pytest.skip(f"{link} is not this checkout's zarrfs (run scripts/setup.sh as root)")
+        yield
+        return
+    link.unlink(missing_ok=True)
+    link.symlink_to(VENV_ZARRFS)
     try:
         yield
     finally:
-        if made:
-            link.unlink()
+        link.unlink()
+        if previous is not None:
+            link.symlink_to(previous)
 
 
 def test_mount_t_fuse_zarrfs_is_live_on_return_and_umount_ends_the_daemon(

@@ -8,6 +8,7 @@ and once inside the unit's sandbox (hardened_exec.py)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -74,6 +75,9 @@ def test_ready_when_live_then_sigterm_flushes_dirty_data_and_exits_0(
         proc.send_signal(signal.SIGTERM)
         assert sock.recv(4096).decode() == "STOPPING=1"
         assert proc.wait(timeout=60) == 0
+        with pytest.raises(OSError) as late:  # nothing written after the stop is lost silently
+            os.pwrite(fd, b"\0\0", 0)
+        assert late.value.errno == errno.ENOTCONN
     finally:
         sock.close()
         if fd is not None:
