@@ -71,7 +71,8 @@ def test_zarrfs_options() -> None:
 
 def test_generic_options_are_accepted_and_ignored() -> None:
     generic = "_netdev,nofail,noauto,auto,x-systemd.automount,x-systemd.idle-timeout=60,dev,"
-    generic += "nodev,suid,nosuid,exec,noexec,user,users,defaults,noatime,comment=systemd.x"
+    generic += "nodev,suid,nosuid,exec,noexec,user,users,defaults,noatime,comment=systemd.x,"
+    generic += "sync,dirsync,mand,silent,iversion,nosymfollow"
     options = parse_options([generic])
     assert options.ignored == tuple(generic.split(","))
     assert options == MountOptions(ignored=options.ignored)

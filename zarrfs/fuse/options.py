@@ -36,7 +36,8 @@ GENERIC_OPTIONS = frozenset(
         "_netdev", "nofail", "noauto", "auto", "dev", "nodev", "suid", "nosuid", "exec",
         "noexec", "user", "users", "nouser", "owner", "group", "defaults", "async",
         "atime", "noatime", "relatime", "norelatime", "strictatime", "nostrictatime",
-        "diratime", "nodiratime", "lazytime", "nolazytime",
+        "diratime", "nodiratime", "lazytime", "nolazytime", "sync", "dirsync", "mand",
+        "nomand", "silent", "loud", "iversion", "noiversion", "symfollow", "nosymfollow",
     }
 )  # fmt: skip
 #: prefixes of generic options: ``x-systemd.automount``, ``x-gvfs-show``, ``comment=...``
