@@ -200,10 +200,17 @@ def set_readahead(mountpoint: str, nbytes: int) -> bool:
     Sequential readers then get large read requests (up to the kernel's FUSE maximum, 1 MiB)
     and several in flight, instead of 128 KiB at a time. Needs root (sysfs); returns False
     when it cannot be set, which only costs throughput."""
+    # the device number from mountinfo, never from a stat: the daemon must not send requests
+    # to its own mount from the thread that serves it
     try:
-        dev = os.stat(mountpoint).st_dev
-        path = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
-        with open(path, "w") as f:
+        info = mount_info(os.path.realpath(mountpoint))
+    except OSError:
+        info = None
+    if info is None:
+        return False
+    dev = info[2]
+    try:
+        with open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb", "w") as f:
             f.write(str(max(4, nbytes // 1024)))
         return True
     except OSError as exc:
