@@ -61,6 +61,13 @@ def url_scheme(url: str) -> str | None:
 def _factory(scheme: str, url: str) -> StoreFactory:
     with _lock:
         entry = SCHEMES.get(scheme)
+    if entry is None and scheme.startswith("fsspec+"):
+        entry = "zarrfs.core.stores.fsspecstore:open_fsspec_url"
+    if entry is None:
+        from zarrfs.core.stores.fsspecstore import fsspec_knows
+
+        if fsspec_knows(scheme):
+            entry = "zarrfs.core.stores.fsspecstore:open_fsspec_url"
     if entry is None:
         known = ", ".join(f"{s}://" for s in sorted(SCHEMES))
         raise UnsupportedError(
