@@ -269,7 +269,9 @@ class ZarrArray:
             self._maybe_prefetch(offset, len(data))
         return data
 
-    def read_chunk(self, coords: Coords, offset: int, size: int, byte_order: str = "little") -> bytes:
+    def read_chunk(
+        self, coords: Coords, offset: int, size: int, byte_order: str = "little"
+    ) -> bytes:
         """Bytes of chunk ``coords`` seen as a C-order file of the full chunk shape."""
         self._check_chunk(coords)
         origin = self.grid.chunk_origin(coords)
@@ -279,9 +281,7 @@ class ZarrArray:
         if not self.grid.contains(tuple(coords)):
             raise InvalidWriteError(f"chunk {coords} is outside the grid {self.grid.grid_shape}")
 
-    def _view_boxes(
-        self, origin: Coords, shape: tuple[int, ...], e0: int, e1: int
-    ) -> list[Box]:
+    def _view_boxes(self, origin: Coords, shape: tuple[int, ...], e0: int, e1: int) -> list[Box]:
         boxes = flat_to_boxes(shape, e0, e1)
         if any(origin):
             boxes = [
@@ -532,7 +532,9 @@ class ZarrArray:
             )
         self._write_view((0,) * len(self.shape), self.shape, offset, data, byte_order)
 
-    def write_chunk(self, coords: Coords, offset: int, data: bytes, byte_order: str = "little") -> None:
+    def write_chunk(
+        self, coords: Coords, offset: int, data: bytes, byte_order: str = "little"
+    ) -> None:
         """Write into chunk ``coords`` seen as a C-order file of the full chunk shape."""
         self._check_chunk(coords)
         if offset < 0 or offset + len(data) > self.chunk_nbytes:
@@ -748,7 +750,9 @@ class ZarrArray:
         cshape = self.metadata.chunk_shape
         if self.store.get(self.chunk_key(coords), ByteRange(0, 1)) is None and not self._sharding:
             return
-        full = self._read_view(self.grid.chunk_origin(coords), cshape, 0, self.chunk_nbytes, "native")
+        full = self._read_view(
+            self.grid.chunk_origin(coords), cshape, 0, self.chunk_nbytes, "native"
+        )
         arr = np.frombuffer(full, dtype=self.dtype.newbyteorder("=")).reshape(cshape).copy()
         mask = np.zeros(cshape, dtype=bool)
         mask[tuple(slice(0, k) for k in keep)] = True

@@ -21,7 +21,9 @@ class RegularGrid:
 
     def __post_init__(self) -> None:
         if len(self.shape) != len(self.chunk_shape):
-            raise ValueError(f"chunk shape {self.chunk_shape} does not match array rank {self.shape}")
+            raise ValueError(
+                f"chunk shape {self.chunk_shape} does not match array rank {self.shape}"
+            )
         if any(c <= 0 for c in self.chunk_shape) or any(s < 0 for s in self.shape):
             raise ValueError(f"invalid grid {self.shape} / {self.chunk_shape}")
 
@@ -47,9 +49,7 @@ class RegularGrid:
         )
 
     def contains(self, coords: tuple[int, ...]) -> bool:
-        return len(coords) == self.ndim and all(
-            0 <= i < n for i, n in zip(coords, self.grid_shape)
-        )
+        return len(coords) == self.ndim and all(0 <= i < n for i, n in zip(coords, self.grid_shape))
 
     def all_chunks(self) -> Iterator[tuple[int, ...]]:
         return itertools.product(*(range(n) for n in self.grid_shape))

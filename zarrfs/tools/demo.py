@@ -20,35 +20,80 @@ import numpy as np
 
 ARRAYS = {
     "temperature": dict(
-        shape=[24, 180, 360], chunks=[8, 90, 90], dtype="float32", fill=-9999.0,
-        codecs=[{"name": "bytes", "configuration": {"endian": "little"}},
-                {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 3,
-                 "shuffle": "shuffle", "typesize": 4, "blocksize": 0}}],
+        shape=[24, 180, 360],
+        chunks=[8, 90, 90],
+        dtype="float32",
+        fill=-9999.0,
+        codecs=[
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            {
+                "name": "blosc",
+                "configuration": {
+                    "cname": "zstd",
+                    "clevel": 3,
+                    "shuffle": "shuffle",
+                    "typesize": 4,
+                    "blocksize": 0,
+                },
+            },
+        ],
         dims=["time", "lat", "lon"],
     ),
     "salinity": dict(
-        shape=[64, 256], chunks=[16, 128], dtype="float64", fill="NaN",
-        codecs=[{"name": "bytes", "configuration": {"endian": "little"}},
-                {"name": "gzip", "configuration": {"level": 1}}, {"name": "crc32c"}],
+        shape=[64, 256],
+        chunks=[16, 128],
+        dtype="float64",
+        fill="NaN",
+        codecs=[
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            {"name": "gzip", "configuration": {"level": 1}},
+            {"name": "crc32c"},
+        ],
         dims=["depth", "station"],
     ),
     "mask": dict(
-        shape=[256, 256], chunks=[128, 128], dtype="uint8", fill=0,
-        codecs=[{"name": "sharding_indexed", "configuration": {
-            "chunk_shape": [32, 32],
-            "codecs": [{"name": "bytes"},
-                       {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
-                        "shuffle": "noshuffle", "typesize": 1, "blocksize": 0}}],
-            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
-                             {"name": "crc32c"}],
-            "index_location": "end"}}],
+        shape=[256, 256],
+        chunks=[128, 128],
+        dtype="uint8",
+        fill=0,
+        codecs=[
+            {
+                "name": "sharding_indexed",
+                "configuration": {
+                    "chunk_shape": [32, 32],
+                    "codecs": [
+                        {"name": "bytes"},
+                        {
+                            "name": "blosc",
+                            "configuration": {
+                                "cname": "lz4",
+                                "clevel": 5,
+                                "shuffle": "noshuffle",
+                                "typesize": 1,
+                                "blocksize": 0,
+                            },
+                        },
+                    ],
+                    "index_codecs": [
+                        {"name": "bytes", "configuration": {"endian": "little"}},
+                        {"name": "crc32c"},
+                    ],
+                    "index_location": "end",
+                },
+            }
+        ],
         dims=None,
     ),
     "labels": dict(
-        shape=[100, 60], chunks=[32, 32], dtype="int16", fill=0,
-        codecs=[{"name": "transpose", "configuration": {"order": [1, 0]}},
-                {"name": "bytes", "configuration": {"endian": "big"}},
-                {"name": "zstd", "configuration": {"level": 3, "checksum": True}}],
+        shape=[100, 60],
+        chunks=[32, 32],
+        dtype="int16",
+        fill=0,
+        codecs=[
+            {"name": "transpose", "configuration": {"order": [1, 0]}},
+            {"name": "bytes", "configuration": {"endian": "big"}},
+            {"name": "zstd", "configuration": {"level": 3, "checksum": True}},
+        ],
         dims=["y", "x"],
     ),
 }
@@ -79,15 +124,22 @@ def build_store(path: Path) -> None:
 
     path.mkdir(parents=True, exist_ok=True)
     store = LocalStore(path)
-    group = b'{\n  "zarr_format": 3,\n  "node_type": "group",\n  "attributes": {"title": "zarrfs demo ocean"}\n}'
+    group = (
+        b'{\n  "zarr_format": 3,\n  "node_type": "group",\n'
+        b'  "attributes": {"title": "zarrfs demo ocean"}\n}'
+    )
     Hierarchy(store).save_metadata("", parse_v3(group))
     for name, spec in ARRAYS.items():
         doc = {
-            "zarr_format": 3, "node_type": "array", "shape": spec["shape"],
+            "zarr_format": 3,
+            "node_type": "array",
+            "shape": spec["shape"],
             "data_type": spec["dtype"],
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": spec["chunks"]}},
             "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-            "fill_value": spec["fill"], "codecs": spec["codecs"], "attributes": {},
+            "fill_value": spec["fill"],
+            "codecs": spec["codecs"],
+            "attributes": {},
         }
         if spec["dims"]:
             doc["dimension_names"] = spec["dims"]
@@ -144,7 +196,7 @@ def main(argv: list[str]) -> int:
         sample_data("temperature").astype("<f4").tofile(expected)
         run(["cmp", str(expected), str(mnt / "temperature" / "data.raw")])
         print("# data.raw is byte-identical to the array written", flush=True)
-        run(["sh", "-c", f"echo '{{\"units\": \"degC\"}}' > {mnt}/temperature/attributes.json"])
+        run(["sh", "-c", f'echo \'{{"units": "degC"}}\' > {mnt}/temperature/attributes.json'])
         run(["cat", str(mnt / "temperature" / "attributes.json")])
         run(["cat", str(mnt / ".zarrfs" / "stats.json")])
     finally:

@@ -236,7 +236,9 @@ class ChunkHandle(VHandle):
         self.file = file
 
     def read(self, offset: int, size: int) -> bytes:
-        return self.file.array().read_chunk(self.file.coords, offset, size, self.file.ctx.byte_order)
+        return self.file.array().read_chunk(
+            self.file.coords, offset, size, self.file.ctx.byte_order
+        )
 
     def write(self, offset: int, data: bytes) -> int:
         if not self.file.writable:
@@ -321,7 +323,9 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         if name == "data.npy" and self.ctx.view_enabled(name):
             return DataFile(self.ctx, self.path, npy=True)
         if name in HEADER_VIEWS and name in self.view_names():
-            return GeneratedFile(self._memo_render(name, lambda arr: render_header(name, arr, self.ctx.byte_order)))
+            return GeneratedFile(
+                self._memo_render(name, lambda arr: render_header(name, arr, self.ctx.byte_order))
+            )
         if name == "chunks":
             return ChunksDir(self.ctx, self.path)
         if name == "info.json":

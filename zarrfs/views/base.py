@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 from zarrfs.core.errors import InvalidWriteError, ReadOnlyError
 
-
 #: the default timestamp of nodes with no better one: when this process started serving
 MOUNT_TIME_NS = time.time_ns()
 
@@ -92,7 +91,7 @@ class VFile(VNode):
         raise InvalidWriteError("this file has a fixed size")
 
     def cache_token(self) -> object:
-        """Changes whenever content may have changed behind the kernel's back (None: never cache)."""
+        """Changes whenever content may change behind the kernel's back (None: never cache)."""
         return None
 
 

@@ -28,7 +28,12 @@ from zarrfs.core.errors import (
     ZarrFSError,
 )
 from zarrfs.core.hierarchy import join
-from zarrfs.core.metadata.model import ArrayMetadata, GroupMetadata, check_node_name, load_json_object
+from zarrfs.core.metadata.model import (
+    ArrayMetadata,
+    GroupMetadata,
+    check_node_name,
+    load_json_object,
+)
 from zarrfs.views.base import Stat, VFile, VHandle
 
 if TYPE_CHECKING:
@@ -252,7 +257,9 @@ class EditableDirMixin:
             if s.files.pop((self.path, name), None) is not None:
                 s.mtimes.pop((self.path, name), None)
                 return
-        raise NotPermittedError(f"/{join(self.path, name)}: views cannot be deleted (use zarrfs rm)")
+        raise NotPermittedError(
+            f"/{join(self.path, name)}: views cannot be deleted (use zarrfs rm)"
+        )
 
     def rmdir(self, name: str) -> None:
         raise NotPermittedError("nodes are removed with `zarrfs rm`, not rmdir")

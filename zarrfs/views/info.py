@@ -15,7 +15,10 @@ def _shard_info(arr: ZarrArray) -> dict[str, Any]:
 
     codec = arr.metadata.codecs.array_bytes
     if isinstance(codec, ShardingCodec):
-        return {"shard_shape": list(arr.metadata.chunk_shape), "chunk_shape": list(codec.chunk_shape)}
+        return {
+            "shard_shape": list(arr.metadata.chunk_shape),
+            "chunk_shape": list(codec.chunk_shape),
+        }
     return {"shard_shape": None, "chunk_shape": list(arr.metadata.chunk_shape)}
 
 

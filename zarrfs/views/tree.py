@@ -150,7 +150,11 @@ class GroupDir(EditableDirMixin, VDir):
         h = self.ctx.hierarchy
         children = [n.name for n in h.children(self.path)]
         prefix = f"{self.path}/" if self.path else ""
-        opaque = [p[len(prefix) :] for p in list(h.opaque) if p.startswith(prefix) and "/" not in p[len(prefix) :]]
+        opaque = [
+            p[len(prefix) :]
+            for p in list(h.opaque)
+            if p.startswith(prefix) and "/" not in p[len(prefix) :]
+        ]
         return sorted({*children, *opaque, *metadata_names(self.ctx, node), *self.scratch_names()})
 
     def lookup(self, name: str) -> VNode | None:
@@ -191,7 +195,9 @@ class OpaqueArrayDir(VDir):
 
     def _stored(self) -> list[str]:
         store = self.ctx.hierarchy.store
-        return [k for k in (".zarray", ".zattrs", "meta", "attrs") if store.exists(join(self.path, k))]
+        return [
+            k for k in (".zarray", ".zattrs", "meta", "attrs") if store.exists(join(self.path, k))
+        ]
 
     def names(self) -> list[str]:
         return sorted(["info.json", *self._stored()])
@@ -387,8 +393,10 @@ def open_tree(url: str, options: Any = None) -> RootDir:
     """Open the store at ``url`` and build the root of the mounted tree."""
     from zarrfs.core.stores.registry import open_store
 
-    opt = (lambda name, default: getattr(options, name, default)) if options else (
-        lambda name, default: default
+    opt = (
+        (lambda name, default: getattr(options, name, default))
+        if options
+        else (lambda name, default: default)
     )
     read_only = bool(opt("read_only", False))
     store = open_store(url, read_only=read_only, **(opt("store_options", None) or {}))

@@ -31,7 +31,6 @@ import numpy as np
 
 from zarrfs.core.errors import MetadataError, UnsupportedError
 
-
 #: unsigned integer types used to compare items of these sizes bit for bit
 _WORDS: dict[int, Any] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 #: bytes compared at a time by ``ChunkSpec.is_fill``
@@ -145,7 +144,8 @@ class ArrayArrayCodec(Codec):
 
     @abstractmethod
     def decode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
-        """Inverse of ``encode``: ``arr`` has ``resolve_spec(spec).shape``; returns ``spec.shape``."""
+        """Inverse of ``encode``: ``arr`` has ``resolve_spec(spec).shape``; returns
+        ``spec.shape``."""
 
 
 class ArrayBytesCodec(Codec):
@@ -153,7 +153,7 @@ class ArrayBytesCodec(Codec):
 
     @abstractmethod
     def encode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> bytes | None:
-        """Encode a chunk; None means "nothing to store" (e.g. a shard whose chunks are all empty)."""
+        """Encode a chunk; None means "nothing to store" (a shard whose chunks are all empty)."""
 
     @abstractmethod
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray[Any, Any]:

@@ -43,7 +43,8 @@ class CodecChain:
             if isinstance(codec, ArrayArrayCodec):
                 if ab is not None:
                     raise MetadataError(
-                        f"codec {codec.name!r} (array->array) must come before the array->bytes codec"
+                        f"codec {codec.name!r} (array->array) must come before "
+                        "the array->bytes codec"
                     )
                 aa.append(codec)
             elif isinstance(codec, ArrayBytesCodec):
@@ -55,7 +56,8 @@ class CodecChain:
             elif isinstance(codec, BytesBytesCodec):
                 if ab is None:
                     raise MetadataError(
-                        f"codec {codec.name!r} (bytes->bytes) must come after the array->bytes codec"
+                        f"codec {codec.name!r} (bytes->bytes) must come after "
+                        "the array->bytes codec"
                     )
                 bb.append(codec)
             else:  # pragma: no cover - registry only holds the three kinds
