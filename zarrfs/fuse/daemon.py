@@ -242,37 +242,18 @@ async def _watch_signals(loop: _Loop, signals: AsyncIterator[int]) -> None:
         return
 
 
-def _probe(mountpoint: str) -> int:
-    """0 if the mount at ``mountpoint`` answers a stat, else an errno.
-
-    The stat runs in a forked child, never in a thread of this daemon: a daemon thread blocked in
-    a request to its own mount keeps the process (and so the FUSE connection) alive if the
-    daemon is killed meanwhile, leaving a mount nothing can clear but ``umount -f``."""
-    pid = os.fork()
-    if pid == 0:  # child: only async-signal-safe work, then _exit
-        code = 0
-        try:
-            if not os.path.ismount(mountpoint):
-                code = 200
-            else:
-                os.stat(mountpoint)
-        except OSError as exc:
-            code = exc.errno or 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
-
-
 def _wait_until_live(mountpoint: str) -> None:
     deadline = time.monotonic() + LIVE_TIMEOUT_S
     while True:
-        code = _probe(mountpoint)
-        if code == 0:
-            return
+        try:
+            if os.path.ismount(mountpoint):
+                os.stat(mountpoint)
+                return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise MountError(f"{mountpoint} does not answer: {exc.strerror}") from None
         if time.monotonic() > deadline:
-            if code == 200:
-                raise MountError(f"{mountpoint} did not become a mount point")
-            raise MountError(f"{mountpoint} does not answer: {os.strerror(abs(code))}")
+            raise MountError(f"{mountpoint} did not become a mount point")
         time.sleep(0.02)
 
 

@@ -203,7 +203,9 @@ def set_readahead(mountpoint: str, nbytes: int) -> bool:
     # the device number from mountinfo, never from a stat: the daemon must not send requests
     # to its own mount from the thread that serves it
     try:
-        info = mount_info(os.path.realpath(mountpoint))
+        # resolve the parent only: realpath() of the mountpoint itself would lstat the mount
+        parent, name = os.path.split(os.path.abspath(mountpoint))
+        info = mount_info(os.path.join(os.path.realpath(parent), name))
     except OSError:
         info = None
     if info is None:
