@@ -183,8 +183,40 @@ def _copy_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the model
 
 
+class _NodeDocument:
+    """What array and group metadata share: the stored document, its serialisation, and
+    equality by format and document."""
+
+    zarr_format: int | str
+    attributes: Mapping[str, Any]
+    document: Mapping[str, Any]
+    raw: bytes | None
+
+    def with_attributes(self, attrs: Mapping[str, Any]) -> Any:
+        """The same node with its user attributes replaced (validated, deep-copied)."""
+        clean = check_attributes(attrs)
+        doc = _copy_doc(self.document)
+        document_format(self.zarr_format).set_attributes(doc, clean)
+        return replace(self, attributes=clean, document=doc, raw=None)  # type: ignore[type-var]
+
+    def to_bytes(self) -> bytes:
+        if self.raw is not None:
+            return self.raw
+        return document_format(self.zarr_format).dumps(self.document)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _NodeDocument)
+            and getattr(other, "node_type", None) == getattr(self, "node_type", None)
+            and self.zarr_format == other.zarr_format
+            and self.document == other.document
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @dataclass(frozen=True, eq=False)
-class ArrayMetadata:
+class ArrayMetadata(_NodeDocument):
     """An array node's metadata, whatever format it was stored in."""
 
     zarr_format: int | str
@@ -262,27 +294,6 @@ class ArrayMetadata:
         document_format(self.zarr_format).set_shape(doc, new)
         return replace(self, shape=new, document=doc, raw=None)
 
-    def with_attributes(self, attrs: Mapping[str, Any]) -> ArrayMetadata:
-        """The same array with its user attributes replaced (validated, deep-copied)."""
-        clean = check_attributes(attrs)
-        doc = _copy_doc(self.document)
-        document_format(self.zarr_format).set_attributes(doc, clean)
-        return replace(self, attributes=clean, document=doc, raw=None)
-
-    def to_bytes(self) -> bytes:
-        if self.raw is not None:
-            return self.raw
-        return document_format(self.zarr_format).dumps(self.document)
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, ArrayMetadata)
-            and self.zarr_format == other.zarr_format
-            and self.document == other.document
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return (
             f"ArrayMetadata(zarr_format={self.zarr_format!r}, shape={self.shape}, "
@@ -292,7 +303,7 @@ class ArrayMetadata:
 
 
 @dataclass(frozen=True, eq=False)
-class GroupMetadata:
+class GroupMetadata(_NodeDocument):
     """A group node's metadata, whatever format it was stored in.
 
     ``consolidated`` maps paths relative to this group (``"a"``, ``"a/b"``) to child metadata
@@ -310,26 +321,6 @@ class GroupMetadata:
     consolidated_skipped: Mapping[str, str] = field(default_factory=dict)
 
     node_type = "group"
-
-    def with_attributes(self, attrs: Mapping[str, Any]) -> GroupMetadata:
-        clean = check_attributes(attrs)
-        doc = _copy_doc(self.document)
-        document_format(self.zarr_format).set_attributes(doc, clean)
-        return replace(self, attributes=clean, document=doc, raw=None)
-
-    def to_bytes(self) -> bytes:
-        if self.raw is not None:
-            return self.raw
-        return document_format(self.zarr_format).dumps(self.document)
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, GroupMetadata)
-            and self.zarr_format == other.zarr_format
-            and self.document == other.document
-        )
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         n = None if self.consolidated is None else len(self.consolidated)
