@@ -195,3 +195,42 @@ def test_dirty_bytes_are_bounded_per_mount_and_return_to_zero(tmp_path):
     for arr in (a, b):
         got = np.frombuffer(arr.read(0, 8 * 65536), "<f8").reshape(8, 8192)
         assert got[:, 0].tolist() == [float(i + 1) for i in range(8)]
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_read_cached_answers_only_from_clean_cached_units_and_never_touches_the_store(
+    tmp_path, sharded
+):
+    extra = {"shards": (8, 16)} if sharded else {}
+    z = zarr.create_array(str(tmp_path / "a"), shape=(16, 24), chunks=(4, 8), dtype="<i4",
+                          fill_value=-1, **extra)  # fmt: skip
+    data = np.arange(16 * 24, dtype="<i4").reshape(16, 24)
+    z[:12] = data[:12]  # rows 12.. stay missing (fill)
+    store = CountingStore(tmp_path / "a")
+    arr = open_array(store, "", Engine(prefetch_bytes=0))
+    store.requests.clear()  # the metadata read
+    row = 24 * 4
+    assert arr.read_cached(0, 2 * row) is None  # nothing cached yet: the caller must offload
+    assert store.requests == []
+    assert bytes(arr.read_buffer(0, 2 * row)) == data[:2].tobytes()  # loads chunk row 0
+    store.requests.clear()
+    got = arr.read_cached(3, 2 * row)  # unaligned, inside the cached units
+    assert got is not None and bytes(got) == data.tobytes()[3 : 3 + 2 * row]
+    assert got.readonly
+    assert arr.read_cached(4 * row, 10) is None  # next chunk row: not cached
+    big = arr.read_cached(0, 1 << 20)  # clipped at the end; needs every unit
+    assert big is None
+    assert bytes(arr.read_buffer(0, 1 << 20)) == np.concatenate(
+        [data[:12], np.full((4, 24), -1, "<i4")]).tobytes()  # fmt: skip
+    store.requests.clear()
+    whole = arr.read_cached(0, 1 << 20)
+    assert whole is not None and bytes(whole) == arr.read(0, 1 << 20)
+    assert bytes(arr.read_cached(0, 8, "big")) == data.ravel()[:2].astype(">i4").tobytes()
+    width = 16 if sharded else 8  # chunks/ files are outer chunks (shards)
+    assert bytes(arr.read_chunk_cached((0, 1), 0, 8)) == data[0, width : width + 2].tobytes()
+    assert store.requests == []  # every cached read stayed off the store
+    arr.write(0, np.array([7], "<i4").tobytes())  # unit (0, 0) is now dirty
+    assert arr.read_cached(0, 4) is None
+    assert arr.read_cached(8 * 4, 4) is not None  # another unit stays answerable
+    arr.flush()
+    assert arr.read(0, 4) == np.array([7], "<i4").tobytes()

@@ -265,3 +265,36 @@ def test_rename_serves_the_node_the_view_puts_at_the_new_path() -> None:
     entry = ops.inodes.get(moved)
     assert entry.path == ("edit", "doc.json") and entry.node is doc_node
     assert moved in ops.invalidated
+
+
+def test_reads_a_handle_can_answer_from_memory_skip_the_worker_thread() -> None:
+    ops = make_ops()
+    inode = lookup(ops, "data.bin").st_ino
+    offloaded: list[str] = []
+    real_offload = ops.offload
+
+    async def recording_offload(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        offloaded.append(getattr(fn, "__name__", repr(fn)))
+        return await real_offload(fn, *args, **kwargs)
+
+    ops.offload = recording_offload  # type: ignore[assignment]
+    cached: dict[tuple[int, int], Any] = {}
+
+    async def main() -> list[Any]:
+        fi = await ops.open(inode, os.O_RDONLY, None)
+        handle = ops._files[fi.fh].handle
+        handle.read_cached = lambda off, size: cached.get((off, size))  # type: ignore[method-assign]
+        cached[(0, 4)] = memoryview(b"fast")
+        out = [await ops.read(fi.fh, 0, 4)]  # answered inline
+        out.append(await ops.read(fi.fh, 8, 4))  # not cached: through a worker thread
+        cached[(16, 2)] = "not bytes"  # a broken fast path still fails inside the handler
+        with pytest.raises(pyfuse3.FUSEError) as info:
+            await ops.read(fi.fh, 16, 2)
+        out.append(info.value.errno)
+        await ops.release(fi.fh)
+        return out
+
+    offloaded.clear()
+    fast, slow, err = run(main)
+    assert bytes(fast) == b"fast" and slow == PATTERN[8:12] and err == errno.EIO
+    assert offloaded.count("read") == 1  # only the uncached read went to a thread

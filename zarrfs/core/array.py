@@ -264,7 +264,28 @@ class ZarrArray:
 
     def read(self, offset: int, size: int, byte_order: str = "little") -> bytes:
         """Bytes ``[offset, offset+size)`` of the C-order decoded array (clipped at the end)."""
+        return bytes(self.read_buffer(offset, size, byte_order))
+
+    def read_buffer(self, offset: int, size: int, byte_order: str = "little") -> memoryview:
+        """``read`` without the final copy: a read-only view of a buffer owned by the caller
+        from now on (the FUSE reply is sent straight from it)."""
         data = self._read_view((0,) * len(self.shape), self.shape, offset, size, byte_order)
+        assert data is not None
+        if data and self.engine.prefetch_bytes:
+            self._maybe_prefetch(offset, len(data))
+        return data
+
+    def read_cached(
+        self, offset: int, size: int, byte_order: str = "little"
+    ) -> memoryview | None:
+        """``read_buffer`` if it needs nothing but clean cached units, else None.
+
+        Never waits on I/O, a load or a stripe lock (only on the short critical sections of the
+        caches), so an event loop may call it inline and fall back to a worker thread on None.
+        A sequential reader served this way still starts the prefetch of what comes next."""
+        data = self._read_view(
+            (0,) * len(self.shape), self.shape, offset, size, byte_order, cached_only=True
+        )
         if data and self.engine.prefetch_bytes:
             self._maybe_prefetch(offset, len(data))
         return data
@@ -273,9 +294,27 @@ class ZarrArray:
         self, coords: Coords, offset: int, size: int, byte_order: str = "little"
     ) -> bytes:
         """Bytes of chunk ``coords`` seen as a C-order file of the full chunk shape."""
+        return bytes(self.read_chunk_buffer(coords, offset, size, byte_order))
+
+    def read_chunk_buffer(
+        self, coords: Coords, offset: int, size: int, byte_order: str = "little"
+    ) -> memoryview:
+        """``read_chunk`` as a read-only view (see ``read_buffer``)."""
         self._check_chunk(coords)
         origin = self.grid.chunk_origin(coords)
-        return self._read_view(origin, self.metadata.chunk_shape, offset, size, byte_order)
+        data = self._read_view(origin, self.metadata.chunk_shape, offset, size, byte_order)
+        assert data is not None
+        return data
+
+    def read_chunk_cached(
+        self, coords: Coords, offset: int, size: int, byte_order: str = "little"
+    ) -> memoryview | None:
+        """``read_chunk_buffer`` from clean cached units only, else None (``read_cached``)."""
+        self._check_chunk(coords)
+        origin = self.grid.chunk_origin(coords)
+        return self._read_view(
+            origin, self.metadata.chunk_shape, offset, size, byte_order, cached_only=True
+        )
 
     def _check_chunk(self, coords: Coords) -> None:
         if not self.grid.contains(tuple(coords)):
@@ -295,20 +334,33 @@ class ZarrArray:
         return boxes
 
     def _read_view(
-        self, origin: Coords, shape: tuple[int, ...], offset: int, size: int, byte_order: str
-    ) -> bytes:
+        self,
+        origin: Coords,
+        shape: tuple[int, ...],
+        offset: int,
+        size: int,
+        byte_order: str,
+        cached_only: bool = False,
+    ) -> memoryview | None:
         total = prod(shape) * self.itemsize
         if offset < 0 or size < 0:
             raise InvalidWriteError("negative offset or size")
         size = min(size, total - offset)
         if size <= 0:
-            return b""
+            return memoryview(b"")
         out_dtype = self.dtype.newbyteorder(_byte_order_char(byte_order))
         e0, e1, skip = element_range(offset, size, self.itemsize)
         out = np.empty(e1 - e0, dtype=out_dtype)
         boxes = self._view_boxes(origin, shape, e0, e1)
         plan = [(b, list(box_pieces(self._unit_grid, b))) for b in boxes]
-        units = self._get_units({p.coords for _, pieces in plan for p in pieces})
+        wanted = {p.coords for _, pieces in plan for p in pieces}
+        if cached_only:
+            cached = self._cached_units(wanted)
+            if cached is None:
+                return None
+            units = cached
+        else:
+            units = self._get_units(wanted)
         fill = self._unit_spec.fill_value
         for b, pieces in plan:
             view = out[b.flat_start - e0 : b.flat_start - e0 + b.size].reshape(b.shape)
@@ -321,12 +373,33 @@ class ZarrArray:
                         view[p.box_sel] = src[p.chunk_sel]
                 else:
                     view[p.box_sel] = src[p.chunk_sel]
-        self.engine.stats.add(self.path, "bytes_served", size)
-        raw = out.view(np.uint8)
-        return raw[skip : skip + size].tobytes()
+        if cached_only:
+            self.engine.stats.add_counts(
+                self.path, {"bytes_served": size, "cache_hits": len(units)}
+            )
+        else:
+            self.engine.stats.add(self.path, "bytes_served", size)
+        raw = out.view(np.uint8)[skip : skip + size]
+        raw.flags.writeable = False
+        return memoryview(raw)
 
     def _stripe(self, unit: Coords) -> threading.Lock:
         return self._stripes[hash(unit) % _NSTRIPES]
+
+    def _cached_units(self, coords: set[Coords]) -> dict[Coords, tuple[Any, bool]] | None:
+        """Every unit from the chunk cache, or None if one is dirty or not cached."""
+        if self._dirty:
+            with self._lock:
+                if not self._dirty.keys().isdisjoint(coords):
+                    return None
+        cache, uid = self.engine.chunk_cache, self.uid
+        result: dict[Coords, tuple[Any, bool]] = {}
+        for c in coords:
+            hit = cache.get((uid, c), count=False)
+            if hit is None:
+                return None
+            result[c] = (hit, False)
+        return result
 
     def _get_units(self, coords: Iterable[Coords]) -> dict[Coords, tuple[Any, bool]]:
         """Every requested unit as (array or _MISSING, is_dirty); loads what is not cached."""

@@ -69,15 +69,16 @@ class LRUCache(Generic[K, V]):
         with self._lock:
             return key in self._entries
 
-    def get(self, key: K, default: V | None = None) -> V | None:
-        """The cached value (now most recently used), or ``default``."""
+    def get(self, key: K, default: V | None = None, count: bool = True) -> V | None:
+        """The cached value (now most recently used), or ``default``; ``count=False`` leaves
+        the hit/miss counters alone (a probe that falls back to a counted lookup)."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                self._misses += 1
+                self._misses += count
                 return default
             self._entries.move_to_end(key)
-            self._hits += 1
+            self._hits += count
             return entry[0]
 
     def put(self, key: K, value: V, size: int | None = None) -> bool:

@@ -302,6 +302,11 @@ class Hierarchy:
 
     # -------------------------------------------------------------- arrays
 
+    def cached_array(self, path: str) -> ZarrArray | None:
+        """The array already open at ``path``, or None; never touches the store."""
+        with self._lock:
+            return self._arrays.get(path)
+
     def array(self, path: str) -> ZarrArray:
         """The open array at ``path`` (one ZarrArray per path while its metadata is unchanged)."""
         with self._lock:

@@ -14,14 +14,13 @@ Invariants (checked by hypothesis tests against numpy):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from math import prod
+from typing import NamedTuple
 
 from zarrfs.core.grid import RegularGrid
 
 
-@dataclass(frozen=True)
-class Box:
+class Box(NamedTuple):
     """Elements ``[starts, stops)`` of the array; they occupy flat positions
     ``[flat_start, flat_start + size)``."""
 
@@ -38,8 +37,7 @@ class Box:
         return prod(self.shape)
 
 
-@dataclass(frozen=True)
-class Piece:
+class Piece(NamedTuple):
     """The part of chunk ``coords`` inside a box: ``chunk[chunk_sel]`` is ``box[box_sel]``."""
 
     coords: tuple[int, ...]
@@ -56,7 +54,9 @@ def flat_to_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[Box]:
     ndim = len(shape)
     if ndim == 0:
         return [Box((), (), 0)]
-    strides = [prod(shape[k + 1 :]) for k in range(ndim)]
+    strides = [1] * ndim
+    for k in range(ndim - 1, 0, -1):
+        strides[k - 1] = strides[k] * shape[k]
     boxes: list[Box] = []
     cur = start
     while cur < stop:
@@ -82,14 +82,21 @@ def flat_to_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[Box]:
 
 def box_pieces(grid: RegularGrid, box: Box) -> Iterator[Piece]:
     """The chunks a box touches, with the slices that map between chunk and box."""
-    for coords in grid.chunks_in_box(box.starts, box.stops):
-        chunk_sel = []
-        box_sel = []
-        for i, a, b, c in zip(coords, box.starts, box.stops, grid.chunk_shape):
+    # built axis by axis: (coords, chunk slices, box slices) prefixes times the axis' parts
+    combos: list[tuple[tuple[int, ...], tuple[slice, ...], tuple[slice, ...]]] = [((), (), ())]
+    for a, b, c in zip(box.starts, box.stops, grid.chunk_shape):
+        if b <= a:
+            return iter(())
+        parts = []
+        for i in range(a // c, (b - 1) // c + 1):
             lo, hi = max(a, i * c), min(b, (i + 1) * c)
-            chunk_sel.append(slice(lo - i * c, hi - i * c))
-            box_sel.append(slice(lo - a, hi - a))
-        yield Piece(coords, tuple(chunk_sel), tuple(box_sel))
+            parts.append(((i,), (slice(lo - i * c, hi - i * c),), (slice(lo - a, hi - a),)))
+        combos = [
+            (coords + i, chunk_sel + cs, box_sel + bs)
+            for coords, chunk_sel, box_sel in combos
+            for i, cs, bs in parts
+        ]
+    return map(Piece._make, combos)
 
 
 def element_range(offset: int, size: int, itemsize: int) -> tuple[int, int, int]:

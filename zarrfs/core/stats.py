@@ -20,6 +20,14 @@ class Stats:
             self._total[name] += n
             self._per_array.setdefault(array, Counter())[name] += n
 
+    def add_counts(self, array: str, counts: dict[str, int]) -> None:
+        """Several ``add``s under one lock acquisition (the hot read path)."""
+        with self._lock:
+            mine = self._per_array.setdefault(array, Counter())
+            for name, n in counts.items():
+                self._total[name] += n
+                mine[name] += n
+
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return {

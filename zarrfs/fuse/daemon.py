@@ -163,6 +163,7 @@ def run(
 ) -> int:
     """Mount ``tree_factory(url, options)`` on ``mountpoint`` and serve it; the exit status."""
     status = Status(status_fd)
+    runtime.tune_malloc()
     mountpoint = os.path.abspath(mountpoint)
     try:
         check_mountpoint(mountpoint)

@@ -37,6 +37,10 @@ class _ArrayRef:
     def array(self) -> ZarrArray:
         return self.ctx.hierarchy.array(self.path)
 
+    def cached_array(self) -> ZarrArray | None:
+        """The array if it is already open (no store access), else None."""
+        return self.ctx.hierarchy.cached_array(self.path)
+
     @property
     def writable(self) -> bool:
         return self.ctx.writable
@@ -103,17 +107,25 @@ class DataHandle(VHandle):
     def __init__(self, file: DataFile) -> None:
         self.file = file
 
-    def read(self, offset: int, size: int) -> bytes:
+    def read(self, offset: int, size: int) -> bytes | memoryview:
         arr = self.file.array()
         head = self.file.header(arr)
-        out = b""
-        if offset < len(head):
-            out = head[offset : offset + size]
-            size -= len(out)
-            offset = len(head)
-        if size > 0:
-            out += arr.read(offset - len(head), size, self.file.ctx.byte_order)
+        byte_order = self.file.ctx.byte_order
+        if offset >= len(head):  # the data alone: sent straight from the gathered buffer
+            return arr.read_buffer(offset - len(head), size, byte_order)
+        out = head[offset : offset + size]
+        if size > len(out):
+            out += arr.read_buffer(0, size - len(out), byte_order)
         return out
+
+    def read_cached(self, offset: int, size: int) -> memoryview | None:
+        arr = self.file.cached_array()
+        if arr is None:
+            return None
+        head = len(self.file.header(arr))
+        if offset < head:  # the .npy header: rare, rendered in a worker thread
+            return None
+        return arr.read_cached(offset - head, size, self.file.ctx.byte_order)
 
     def write(self, offset: int, data: bytes) -> int:
         if not self.file.writable:
@@ -235,10 +247,16 @@ class ChunkHandle(VHandle):
     def __init__(self, file: ChunkFile) -> None:
         self.file = file
 
-    def read(self, offset: int, size: int) -> bytes:
-        return self.file.array().read_chunk(
+    def read(self, offset: int, size: int) -> bytes | memoryview:
+        return self.file.array().read_chunk_buffer(
             self.file.coords, offset, size, self.file.ctx.byte_order
         )
+
+    def read_cached(self, offset: int, size: int) -> memoryview | None:
+        arr = self.file.cached_array()
+        if arr is None:
+            return None
+        return arr.read_chunk_cached(self.file.coords, offset, size, self.file.ctx.byte_order)
 
     def write(self, offset: int, data: bytes) -> int:
         if not self.file.writable:
@@ -266,6 +284,9 @@ class BytesHandle(VHandle):
 
     def read(self, offset: int, size: int) -> bytes:
         return self.data[offset : offset + size]
+
+    def read_cached(self, offset: int, size: int) -> bytes:
+        return self.read(offset, size)
 
 
 class GeneratedFile(VFile):

@@ -61,10 +61,20 @@ class VNode(ABC):
 
 
 class VHandle(ABC):
-    """One open file. ``read``/``write`` take byte offsets; short reads only at end of file."""
+    """One open file. ``read``/``write`` take byte offsets; short reads only at end of file.
+
+    ``read`` may return a read-only ``memoryview`` instead of ``bytes`` (the FUSE layer sends
+    either without copying); the handle must not change the memory behind it afterwards."""
 
     @abstractmethod
-    def read(self, offset: int, size: int) -> bytes: ...
+    def read(self, offset: int, size: int) -> bytes | memoryview: ...
+
+    def read_cached(self, offset: int, size: int) -> bytes | memoryview | None:
+        """``read`` if it can be answered from memory without waiting (no store I/O, no
+        decoding, no lock held across either), else None. The FUSE layer calls it in its event
+        loop before sending the request to a worker thread, which saves the thread round trip
+        (about 150 us) on every cache hit."""
+        return None
 
     def write(self, offset: int, data: bytes) -> int:
         raise ReadOnlyError("file is read-only")
