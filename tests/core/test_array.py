@@ -178,20 +178,26 @@ def test_many_readers_joining_one_queued_prefetch_all_get_the_data(tmp_path):
 def test_dirty_bytes_are_bounded_per_mount_and_return_to_zero(tmp_path):
     for name in ("a", "b"):
         zarr.create_array(str(tmp_path / name), shape=(64, 1024), chunks=(8, 1024), dtype="<f8")
-    engine = Engine(cache_size=1 << 20)  # dirty limit: a quarter, 256 KiB = 4 chunks
+    engine = Engine(cache_size=1 << 20)  # dirty limit: three quarters, 768 KiB = 12 chunks
     a = open_array(LocalStore(tmp_path / "a"), "", engine)
     b = open_array(LocalStore(tmp_path / "b"), "", engine)
-    assert engine.dirty_limit == 256 << 10
-    assert engine.chunk_cache.capacity == (1 << 20) - (256 << 10)
-    peak = 0
+    assert engine.dirty_limit == 768 << 10
+    peak, flushed_at = 0, None
     for i in range(8):  # 16 chunks of 64 KiB written across two arrays
         for arr in (a, b):
             arr.write(i * 65536, np.full(8192, i + 1, "<f8").tobytes())
             peak = max(peak, engine.dirty_bytes)
+            # decoded chunks get what dirty chunks leave
+            assert engine.chunk_cache.capacity == (1 << 20) - engine.dirty_bytes
+            if flushed_at is None and (tmp_path / "a" / "c" / "0" / "0").exists():
+                flushed_at = (i, engine.dirty_bytes)
     assert peak <= engine.dirty_limit + 65536
+    # the first flush wrote the oldest units only, down to half the limit
+    assert flushed_at is not None and 0 < flushed_at[1] <= engine.dirty_limit // 2 + 65536
     a.flush()
     b.flush()
     assert engine.dirty_bytes == 0
+    assert engine.chunk_cache.capacity == 1 << 20
     for arr in (a, b):
         got = np.frombuffer(arr.read(0, 8 * 65536), "<f8").reshape(8, 8192)
         assert got[:, 0].tolist() == [float(i + 1) for i in range(8)]
@@ -234,3 +240,49 @@ def test_read_cached_answers_only_from_clean_cached_units_and_never_touches_the_
     assert arr.read_cached(8 * 4, 4) is not None  # another unit stays answerable
     arr.flush()
     assert arr.read(0, 4) == np.array([7], "<i4").tobytes()
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_units_written_in_whole_rows_are_not_loaded_until_needed(tmp_path, sharded):
+    extra = {"shards": (8, 16)} if sharded else {}
+    z = zarr.create_array(str(tmp_path / "a"), shape=(16, 16), chunks=(4, 8), dtype="<i4",
+                          fill_value=0, **extra)  # fmt: skip
+    old = np.arange(256, dtype="<i4").reshape(16, 16)
+    z[...] = old
+    store = CountingStore(tmp_path / "a")
+    arr = open_array(store, "", Engine(prefetch_bytes=0))
+    store.requests.clear()
+    new = -np.arange(256, dtype="<i4").reshape(16, 16)
+    row = 16 * 4
+    arr.write(0, new[:3].tobytes())  # rows 0-2: whole rows of units (0, 0) and (0, 1)
+    arr.write(4 * row, new[4:8].tobytes())  # rows 4-7: units (1, *) completely
+    assert store.requests == []  # nothing loaded for either
+    # a read of the half-written unit merges its old row 3 in first
+    assert arr.read(2 * row, 2 * row) == np.concatenate([new[2], old[3]]).tobytes()
+    arr.write(8 * row, new[8:10].tobytes())  # rows 8-9 of units (2, *): merged at flush
+    arr.flush()
+    expect = old.copy()
+    expect[:3], expect[4:10] = new[:3], new[4:10]
+    assert np.array_equal(zarr.open_array(str(tmp_path / "a"))[...], expect)
+    if not sharded:  # units (1, *) were never read, the partially written ones once each
+        assert sorted(k for k, _, _ in store.requests) == ["c/0/0", "c/0/1", "c/2/0", "c/2/1"]
+
+
+def test_a_deferred_unit_whose_old_content_is_corrupt_fails_at_flush_and_keeps_the_write(
+    tmp_path,
+):
+    z = zarr.create_array(str(tmp_path / "a"), shape=(8, 8), chunks=(4, 8), dtype="<i4",
+                          compressors=[zarr.codecs.GzipCodec()])  # fmt: skip
+    z[...] = 1
+    (tmp_path / "a" / "c" / "0" / "0").write_bytes(b"\x1f\x8bgarbage")
+    arr = open_array(LocalStore(tmp_path / "a"), "", Engine(prefetch_bytes=0))
+    arr.write(0, np.full(8, 5, "<i4").tobytes())  # row 0 of the corrupt unit: not loaded yet
+    with pytest.raises(CorruptDataError):
+        arr.flush()
+    assert arr.dirty  # the written row is kept, not dropped
+    with pytest.raises(CorruptDataError):
+        arr.read(0, 4)  # never the fill value in place of the unreadable rows
+    arr.write(0, np.full(32, 6, "<i4").tobytes())  # now the whole unit: nothing to merge
+    arr.flush()
+    assert not arr.dirty
+    assert (zarr.open_array(str(tmp_path / "a"))[:4] == 6).all()

@@ -76,15 +76,18 @@ def _byte_order_char(byte_order: str) -> str:
 class Engine:
     """What all arrays of one mount share: caches, worker threads, counters, limits.
 
-    Memory: ``cache_size`` bounds decoded chunks and unflushed writes together. A quarter of it
-    (at most ``dirty_limit``) may hold dirty chunks; when a write takes the mount's dirty bytes
-    past that, the writer flushes before returning. The decoded-chunk cache gets the rest, and
-    shard indexes a sixteenth on top."""
+    Memory: ``cache_size`` bounds decoded chunks and unflushed writes together. Dirty chunks may
+    take up to ``dirty_limit`` (three quarters of it by default): when a write takes the
+    mount's dirty bytes past that, the writer flushes the array's oldest dirty units (down to
+    half the limit) before returning. The decoded-chunk cache gets whatever dirty chunks leave
+    (its capacity follows ``dirty_bytes``), and shard indexes a sixteenth on top. A sequential
+    writer of a row-major file dirties a whole layer of chunks before the first one is
+    complete, so a small dirty share would flush every chunk half-written several times."""
 
     cache_size: int = 1 << 30
     threads: int = 8
     prefetch_bytes: int = 64 << 20
-    dirty_limit: int = 256 << 20
+    dirty_limit: int | None = None
     read_only: bool = False
     chunk_cache: LRUCache[Any, Any] = field(init=False)
     index_cache: LRUCache[Any, Any] = field(init=False)
@@ -92,8 +95,9 @@ class Engine:
     stats: Stats = field(default_factory=Stats)
 
     def __post_init__(self) -> None:
-        self.dirty_limit = min(self.dirty_limit, self.cache_size // 4)
-        self.chunk_cache = LRUCache(self.cache_size - self.dirty_limit)
+        most = self.cache_size * 3 // 4
+        self.dirty_limit = most if self.dirty_limit is None else min(self.dirty_limit, most)
+        self.chunk_cache = LRUCache(self.cache_size)
         self._dirty_lock = threading.Lock()
         #: bytes of dirty (unflushed) chunk copies of every array of the mount
         self.dirty_bytes = 0
@@ -106,6 +110,7 @@ class Engine:
         """Account ``n`` more (or, negative, fewer) dirty bytes; returns the new total."""
         with self._dirty_lock:
             self.dirty_bytes += n
+            self.chunk_cache.set_capacity(max(0, self.cache_size - self.dirty_bytes))
             return self.dirty_bytes
 
     def new_uid(self) -> int:
@@ -212,12 +217,18 @@ class ZarrArray:
             self._unit_spec = self._chunk_spec
         self._prepared = None if self._sharding else chain.prepare(self._chunk_spec)
         self._set_shape(metadata.shape)
-        self._lock = threading.Lock()  # guards _dirty, _frozen, _inflight, _epoch
+        self._lock = threading.Lock()  # guards _dirty, _unknown, _frozen, _inflight, _epoch
         self._write_lock = threading.RLock()  # one writer or flush commit at a time
         self._flush_lock = threading.Lock()
         self._stripes = [threading.Lock() for _ in range(_NSTRIPES)]
         self._dirty: dict[Coords, np.ndarray[Any, Any]] = {}
+        #: dirty units whose old content was never loaded: which rows (all axes but the last)
+        #: have been written; the others are loaded and merged before anyone needs them
+        self._unknown: dict[Coords, np.ndarray[Any, Any]] = {}
         self._frozen: set[Coords] = set()
+        #: dirty units every element of which has been written (write-behind candidates)
+        self._complete: set[Coords] = set()
+        self._behind: Future[None] | None = None
         self._inflight: dict[Any, Future[dict[Coords, np.ndarray[Any, Any]]]] = {}
         self._epoch = 0
         self._dirty_since: float | None = None
@@ -406,6 +417,12 @@ class ZarrArray:
         result: dict[Coords, tuple[Any, bool]] = {}
         need: list[Coords] = []
         cache = self.engine.chunk_cache
+        coords = list(coords)
+        if self._unknown:
+            with self._lock:
+                unmerged = [c for c in coords if c in self._unknown]
+            if unmerged:
+                self._merge_unknown(unmerged)
         with self._lock:
             for c in coords:
                 d = self._dirty.get(c)
@@ -636,14 +653,28 @@ class ZarrArray:
             src = np.frombuffer(data, dtype=in_dtype)
             boxes = self._view_boxes(origin, shape, e0, e1)
             plan = [(b, list(box_pieces(self._unit_grid, b))) for b in boxes]
-            # phase 1: load every partially covered unit that is not dirty (may fail: no change)
-            partial = set()
+            # phase 1: load every partially covered unit that is not dirty (may fail: no change),
+            # except that a unit written in whole rows and not cached is not loaded now: its
+            # unwritten rows are merged in when it is read or flushed (often they never are:
+            # a sequential writer covers every row before the flush)
+            partial, rows = set(), set()
             for _, pieces in plan:
                 for p in pieces:
-                    if not self._covers_unit(p.coords, p.chunk_sel):
-                        partial.add(p.coords)
+                    if self._covers_unit(p.coords, p.chunk_sel):
+                        continue
+                    (rows if self._covers_rows(p.chunk_sel) else partial).add(p.coords)
+            rows -= partial
             with self._lock:
-                partial -= {c for c in partial if c in self._dirty}
+                dirty = {c for c in partial | rows if c in self._dirty}
+                unmerged = [c for c in partial if c in self._unknown]
+            partial -= dirty
+            rows -= dirty
+            cache = self.engine.chunk_cache
+            cached = {c for c in rows if (self.uid, c) in cache}
+            partial |= cached
+            deferred = rows - cached
+            if unmerged:
+                self._merge_unknown(unmerged)
             bases = self._get_units(partial) if partial else {}
             # phase 2: apply
             added = 0
@@ -651,17 +682,76 @@ class ZarrArray:
                 sbox = src[b.flat_start - e0 : b.flat_start - e0 + b.size].reshape(b.shape)
                 for p in pieces:
                     covers = self._covers_unit(p.coords, p.chunk_sel)
-                    added += self._apply(p.coords, p.chunk_sel, sbox[p.box_sel], bases, covers)
+                    added += self._apply(
+                        p.coords, p.chunk_sel, sbox[p.box_sel], bases, covers, deferred
+                    )
             with self._lock:
                 self._stored_bytes = None
         self.mtime_ns = time.time_ns()
         self.engine.stats.add(self.path, "bytes_written", len(data))
-        if added and self.engine.add_dirty(added) > self.engine.dirty_limit:
-            self.flush()
+        limit = self.engine.dirty_limit
+        assert limit is not None
+        total = self.engine.add_dirty(added) if added else self.engine.dirty_bytes
+        if total > limit:
+            self.flush(down_to=limit // 2)
+        elif total > limit // 4:
+            self._write_behind()
+
+    def _write_behind(self) -> None:
+        """Start storing the completely written dirty units in the background, so a
+        sequential writer rarely waits for a flush (one such flush per array at a time)."""
+        with self._lock:
+            if self._behind is not None or not self._complete:
+                return
+            units = [u for u in self._complete if u in self._dirty and u not in self._frozen]
+            if not units:
+                return
+            fut: Future[None] = Future()
+            self._behind = fut
+
+        def run() -> None:
+            try:
+                self.flush(only=units)
+            except ZarrFSError as exc:  # the units stay dirty; the next flush reports it
+                log.warning("%s: background flush failed: %s", self.path or "/", exc)
+            finally:
+                with self._lock:
+                    self._behind = None
+                fut.set_result(None)
+
+        self.engine.executor.submit(run)
 
     def _covers_unit(self, unit: Coords, sel: tuple[slice, ...]) -> bool:
         """True if ``sel`` covers the whole unit (then its old content is not needed)."""
         return all(s.start == 0 and s.stop == n for s, n in zip(sel, self._unit_spec.shape))
+
+    def _covers_rows(self, sel: tuple[slice, ...]) -> bool:
+        """True if ``sel`` covers whole rows (the full last axis) of a unit."""
+        shape = self._unit_spec.shape
+        return len(shape) > 0 and sel[-1].start == 0 and sel[-1].stop == shape[-1]
+
+    def _merge_unknown(self, units: Sequence[Coords]) -> None:
+        """Load the old content of deferred dirty units and fill their unwritten rows."""
+        with self._lock:
+            todo = [u for u in units if u in self._unknown and not self._unknown[u].all()]
+            for u in units:  # fully written: nothing to merge
+                if u in self._unknown and self._unknown[u].all():
+                    del self._unknown[u]
+        if not todo:
+            return
+        old = self._load(todo)  # may raise: the units stay dirty and unmerged
+        for u in todo:
+            with self._stripe(u):
+                with self._lock:
+                    rows = self._unknown.pop(u, None)
+                    arr = self._dirty.get(u)
+                if rows is None or arr is None:
+                    continue
+                keep = ~rows
+                if old[u] is _MISSING:
+                    arr[keep] = self._unit_spec.fill_value
+                else:
+                    arr[keep] = old[u][keep]
 
     def _apply(
         self,
@@ -670,9 +760,10 @@ class ZarrArray:
         values: np.ndarray[Any, Any],
         bases: dict[Coords, tuple[Any, bool]],
         covers: bool,
+        deferred: set[Coords],
     ) -> int:
         """Copy ``values`` into the dirty copy of ``unit``; returns bytes newly made dirty."""
-        if not covers and unit not in bases:
+        if not covers and unit not in bases and unit not in deferred:
             # it was dirty in phase 1; if a flush has cleaned it since, load the stored bytes
             with self._lock:
                 clean = unit not in self._dirty
@@ -688,7 +779,15 @@ class ZarrArray:
                     arr = arr.copy()
                 else:
                     base = _MISSING if covers else bases.get(unit, (_MISSING, False))[0]
-                    arr = self._unit_spec.fill_array() if base is _MISSING else base.copy()
+                    spec = self._unit_spec
+                    if covers:  # every element is written below
+                        arr = np.empty(spec.shape, dtype=spec.dtype)
+                    elif unit in deferred:  # unwritten rows are merged in before any use
+                        arr = np.empty(spec.shape, dtype=spec.dtype)
+                        with self._lock:
+                            self._unknown[unit] = np.zeros(arr.shape[:-1], dtype=bool)
+                    else:
+                        arr = spec.fill_array() if base is _MISSING else base.copy()
                     added = arr.nbytes
                 with self._lock:
                     if not self._dirty:
@@ -696,6 +795,12 @@ class ZarrArray:
                     self._dirty[unit] = arr
                     self._frozen.discard(unit)
             arr[sel] = values
+            with self._lock:
+                rows = self._unknown.get(unit)
+                if rows is not None:
+                    rows[sel[:-1]] = True
+                if covers or (rows is not None and rows.all()):
+                    self._complete.add(unit)
         return added
 
     @property
@@ -708,12 +813,31 @@ class ZarrArray:
         with self._lock:
             return 0.0 if self._dirty_since is None else time.monotonic() - self._dirty_since
 
-    def flush(self) -> None:
-        """Encode and store every dirty unit; on return they are in the store (or it raised)."""
+    def flush(self, down_to: int | None = None, only: Sequence[Coords] | None = None) -> None:
+        """Encode and store every dirty unit; on return they are in the store (or it raised).
+
+        With ``down_to``, only the oldest dirty units, until the mount's dirty bytes would be
+        at most ``down_to``; with ``only``, those of these units that are still dirty."""
         with self._flush_lock:
-            with self._write_lock, self._lock:
-                snapshot = dict(self._dirty)
-                self._frozen.update(snapshot)
+            with self._write_lock:
+                with self._lock:
+                    if only is None:
+                        units = list(self._dirty)
+                    else:
+                        units = [u for u in only if u in self._dirty]
+                    if down_to is not None:
+                        excess = self.engine.dirty_bytes - down_to
+                        for n, u in enumerate(units):
+                            if excess <= 0:
+                                del units[n:]
+                                break
+                            excess -= self._dirty[u].nbytes
+                    unmerged = [u for u in units if u in self._unknown]
+                if unmerged:
+                    self._merge_unknown(unmerged)  # may raise: nothing flushed, all still dirty
+                with self._lock:
+                    snapshot = {u: self._dirty[u] for u in units if u in self._dirty}
+                    self._frozen.update(snapshot)
             if not snapshot:
                 return
             if self._sharding is None:
@@ -742,6 +866,7 @@ class ZarrArray:
                 if self._dirty.get(u) is arr:
                     del self._dirty[u]
                     self._frozen.discard(u)
+                    self._complete.discard(u)
                     freed += arr.nbytes
                     cache.put((self.uid, u), arr)
                 else:

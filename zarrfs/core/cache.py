@@ -102,6 +102,17 @@ class LRUCache(Generic[K, V]):
             self._nbytes += size
             return True
 
+    def set_capacity(self, capacity: int) -> None:
+        """Change the bound; least-recently-used entries are evicted until the rest fit."""
+        if capacity < 0:
+            raise ValueError(f"cache capacity must be >= 0, got {capacity}")
+        with self._lock:
+            self._capacity = capacity
+            while self._nbytes > capacity:
+                _, (_, evicted_size) = self._entries.popitem(last=False)
+                self._nbytes -= evicted_size
+                self._evictions += 1
+
     def pop(self, key: K, default: V | None = None) -> V | None:
         """Remove ``key`` and return its value (``default`` if it was not cached)."""
         with self._lock:
