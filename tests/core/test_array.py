@@ -286,3 +286,24 @@ def test_a_deferred_unit_whose_old_content_is_corrupt_fails_at_flush_and_keeps_t
     arr.flush()
     assert not arr.dirty
     assert (zarr.open_array(str(tmp_path / "a"))[:4] == 6).all()
+
+
+def test_completely_written_units_are_stored_in_the_background(tmp_path):
+    zarr.create_array(str(tmp_path / "a"), shape=(64, 1024), chunks=(8, 1024), dtype="<f8")
+    engine = Engine(cache_size=1 << 20)  # limit 768 KiB; write-behind past 192 KiB dirty
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    half = np.full(4 * 1024, 3.0, "<f8").tobytes()
+    arr.write(0, half)  # half of chunk 0: not complete, never written behind
+    for i in range(1, 4):  # chunks 1-3 complete: 64 KiB each, 224 KiB dirty in total
+        arr.write(i * 65536, np.full(8192, float(i), "<f8").tobytes())
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "a" / "c" / "3" / "0").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for i in range(1, 4):
+        assert (tmp_path / "a" / "c" / str(i) / "0").exists()
+    while arr._behind is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not (tmp_path / "a" / "c" / "0" / "0").exists()  # the half-written one waits
+    assert arr.dirty and engine.dirty_bytes == 65536
+    arr.flush()
+    assert (zarr.open_array(str(tmp_path / "a"))[:4, 0] == 3.0).all()
