@@ -15,7 +15,9 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from zarrfs.core.errors import NodeNotFound, ZarrFSError
 from zarrfs.fuse.inodes import Path
@@ -44,19 +46,52 @@ def list_dir(node: VDir) -> Sequence[str]:
     return list(names)
 
 
+#: threads that look up and stat the children of one listing batch concurrently
+LISTING_THREADS = 8
+_listing_pool = ThreadPoolExecutor(LISTING_THREADS, thread_name_prefix="zarrfs-list")
+#: a first child slower than this to prepare means I/O: its siblings are prepared in parallel
+PARALLEL_AFTER_SECONDS = 0.0005
+
+
+def _prepare_one(node: VDir, index: int, name: str) -> tuple[int, str, VNode, Stat] | None:
+    try:
+        child = node.lookup(name)
+        if child is None:
+            return None
+        st = child.stat()
+    except ZarrFSError as exc:  # one broken child must not hide its siblings
+        log.debug("listing skips %r: %s", name, exc)
+        return None
+    try:
+        child.warm()
+    except ZarrFSError as exc:  # reported when the child itself is used
+        log.debug("warming %r: %s", name, exc)
+    return index, name, child, st
+
+
 def prepare_children(
     node: VDir, names: Sequence[str], start: int, stop: int
 ) -> list[tuple[int, str, VNode, Stat]]:
-    prepared = []
-    for index in range(start, stop):
-        name = names[index]
-        try:
-            child = node.lookup(name)
-            if child is not None:
-                prepared.append((index, name, child, child.stat()))
-        except ZarrFSError as exc:  # one broken child must not hide its siblings
-            log.debug("listing skips %r: %s", name, exc)
-    return prepared
+    """Look up and stat ``names[start:stop]``, in listing order.
+
+    The children are prepared concurrently: each may need its own metadata document and a
+    listing of its chunks, and a reader walking a tree (``find``, ``ls -lR``) asks for one
+    directory at a time, so reading them one after the other would leave the store idle
+    between requests (a disk or an object store answers many at once)."""
+    indexes = range(start, stop)
+    if not indexes:
+        return []
+    # the first child alone: it loads what its siblings share (an array's metadata and chunk
+    # listing behind each of its views), and tells whether preparing a child waits on I/O
+    began = time.perf_counter()
+    results = [_prepare_one(node, start, names[start])]
+    rest = indexes[1:]
+    if time.perf_counter() - began < PARALLEL_AFTER_SECONDS:
+        results += [_prepare_one(node, i, names[i]) for i in rest]
+    else:
+        futures = [_listing_pool.submit(_prepare_one, node, i, names[i]) for i in rest]
+        results += [f.result() for f in futures]
+    return [r for r in results if r is not None]
 
 
 def open_file(node: VFile, write: bool, truncate: bool) -> tuple[VHandle, object]:

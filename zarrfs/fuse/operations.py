@@ -81,6 +81,10 @@ READDIR_BATCH = 128
 #: derive their sizes from one another) unless the kernel knows more of them than this (a chunk
 #: directory, whose files change size only with the array's metadata, which lives elsewhere)
 SIBLING_INVALIDATION_LIMIT = 64
+#: the namespace of every extended attribute a node has (``user.zarr.*``); other names
+#: (``system.posix_acl_access``, ``security.capability`` asked by ``ls -l`` and ``cp``) are
+#: refused without asking the node
+XATTR_PREFIX = b"user."
 #: what ``statfs`` reports as capacity (object stores have no fixed size): 1 PiB
 _STATFS_BYTES = 1 << 50
 _STATFS_FRSIZE = 4096
@@ -459,7 +463,10 @@ class ZarrOperations(pyfuse3.Operations):
 
     @_translate
     async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
-        values = await self.offload(self._entry(inode).node.xattrs)
+        entry = self._entry(inode)
+        if not name.startswith(XATTR_PREFIX):  # ACLs, capabilities, SELinux: asked by ls -l
+            raise _fail(pyfuse3.ENOATTR)
+        values = await self.offload(entry.node.xattrs)
         value = values.get(os.fsdecode(name))
         if value is None:
             raise _fail(pyfuse3.ENOATTR)

@@ -316,6 +316,11 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
     def stat(self) -> Stat:
         return Stat(is_dir=True, writable=self.writable)
 
+    def warm(self) -> None:
+        # the chunk listing behind st_blocks of data.raw/data.npy, and the view names
+        self.array().stored_bytes()
+        self.view_names()
+
     def view_names(self) -> list[str]:
         """The data and header views present for the current array (``info.json`` "views")."""
         from zarrfs.views.legacy import present_headers

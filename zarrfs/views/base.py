@@ -56,8 +56,13 @@ class VNode(ABC):
     def stat(self) -> Stat: ...
 
     def xattrs(self) -> dict[str, bytes]:
-        """Extended attributes (names like ``user.zarr.shape``)."""
+        """Extended attributes, all in the ``user.`` namespace (``user.zarr.shape``): the FUSE
+        layer answers names outside it with ENODATA without calling this."""
         return {}
+
+    def warm(self) -> None:
+        """Load now what listing this node's own children will need (called, concurrently
+        for siblings, while the parent directory is listed); a failure here is ignored."""
 
 
 class VHandle(ABC):
