@@ -110,7 +110,7 @@ class Engine:
         """Account ``n`` more (or, negative, fewer) dirty bytes; returns the new total."""
         with self._dirty_lock:
             self.dirty_bytes += n
-            self.chunk_cache.set_capacity(max(0, self.cache_size - self.dirty_bytes))
+            self.chunk_cache.resize(max(0, self.cache_size - self.dirty_bytes))
             return self.dirty_bytes
 
     def new_uid(self) -> int:

@@ -94,24 +94,10 @@ class LRUCache(Generic[K, V]):
             if size > self._capacity or self._capacity == 0:
                 self._rejected += 1
                 return False
-            while self._nbytes + size > self._capacity:
-                _, (_, evicted_size) = self._entries.popitem(last=False)
-                self._nbytes -= evicted_size
-                self._evictions += 1
+            self._evict_to(self._capacity - size)
             self._entries[key] = (value, size)
             self._nbytes += size
             return True
-
-    def set_capacity(self, capacity: int) -> None:
-        """Change the bound; least-recently-used entries are evicted until the rest fit."""
-        if capacity < 0:
-            raise ValueError(f"cache capacity must be >= 0, got {capacity}")
-        with self._lock:
-            self._capacity = capacity
-            while self._nbytes > capacity:
-                _, (_, evicted_size) = self._entries.popitem(last=False)
-                self._nbytes -= evicted_size
-                self._evictions += 1
 
     def pop(self, key: K, default: V | None = None) -> V | None:
         """Remove ``key`` and return its value (``default`` if it was not cached)."""
@@ -158,10 +144,14 @@ class LRUCache(Generic[K, V]):
             raise ValueError(f"cache capacity must be >= 0, got {capacity}")
         with self._lock:
             self._capacity = capacity
-            while self._nbytes > capacity:
-                _, (_, size) = self._entries.popitem(last=False)
-                self._nbytes -= size
-                self._evictions += 1
+            self._evict_to(capacity)
+
+    def _evict_to(self, nbytes: int) -> None:
+        """Evict least-recently-used entries until at most ``nbytes`` remain (lock held)."""
+        while self._nbytes > nbytes:
+            _, (_, size) = self._entries.popitem(last=False)
+            self._nbytes -= size
+            self._evictions += 1
 
     def stats(self) -> dict[str, int]:
         """Counters for ``stats.json``: hits, misses, evictions, rejected (too large),
