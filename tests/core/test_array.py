@@ -301,7 +301,7 @@ def test_completely_written_units_are_stored_in_the_background(tmp_path):
         time.sleep(0.01)
     for i in range(1, 4):
         assert (tmp_path / "a" / "c" / str(i) / "0").exists()
-    while arr._behind is not None and time.monotonic() < deadline:
+    while arr._behind and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not (tmp_path / "a" / "c" / "0" / "0").exists()  # the half-written one waits
     assert arr.dirty and engine.dirty_bytes == 65536

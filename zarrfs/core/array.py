@@ -228,7 +228,8 @@ class ZarrArray:
         self._frozen: set[Coords] = set()
         #: dirty units every element of which has been written (write-behind candidates)
         self._complete: set[Coords] = set()
-        self._behind: Future[None] | None = None
+        #: a write-behind flush of this array is queued or running
+        self._behind = False
         self._inflight: dict[Any, Future[dict[Coords, np.ndarray[Any, Any]]]] = {}
         self._epoch = 0
         self._dirty_since: float | None = None
@@ -280,10 +281,8 @@ class ZarrArray:
     def read_buffer(self, offset: int, size: int, byte_order: str = "little") -> memoryview:
         """``read`` without the final copy: a read-only view of a buffer owned by the caller
         from now on (the FUSE reply is sent straight from it)."""
-        data = self._read_view((0,) * len(self.shape), self.shape, offset, size, byte_order)
+        data = self._read_array(offset, size, byte_order, cached_only=False)
         assert data is not None
-        if data and self.engine.prefetch_bytes:
-            self._maybe_prefetch(offset, len(data))
         return data
 
     def read_cached(
@@ -294,8 +293,13 @@ class ZarrArray:
         Never waits on I/O, a load or a stripe lock (only on the short critical sections of the
         caches), so an event loop may call it inline and fall back to a worker thread on None.
         A sequential reader served this way still starts the prefetch of what comes next."""
+        return self._read_array(offset, size, byte_order, cached_only=True)
+
+    def _read_array(
+        self, offset: int, size: int, byte_order: str, cached_only: bool
+    ) -> memoryview | None:
         data = self._read_view(
-            (0,) * len(self.shape), self.shape, offset, size, byte_order, cached_only=True
+            (0,) * len(self.shape), self.shape, offset, size, byte_order, cached_only
         )
         if data and self.engine.prefetch_bytes:
             self._maybe_prefetch(offset, len(data))
@@ -311,9 +315,7 @@ class ZarrArray:
         self, coords: Coords, offset: int, size: int, byte_order: str = "little"
     ) -> memoryview:
         """``read_chunk`` as a read-only view (see ``read_buffer``)."""
-        self._check_chunk(coords)
-        origin = self.grid.chunk_origin(coords)
-        data = self._read_view(origin, self.metadata.chunk_shape, offset, size, byte_order)
+        data = self._read_chunk_view(coords, offset, size, byte_order, cached_only=False)
         assert data is not None
         return data
 
@@ -321,10 +323,15 @@ class ZarrArray:
         self, coords: Coords, offset: int, size: int, byte_order: str = "little"
     ) -> memoryview | None:
         """``read_chunk_buffer`` from clean cached units only, else None (``read_cached``)."""
+        return self._read_chunk_view(coords, offset, size, byte_order, cached_only=True)
+
+    def _read_chunk_view(
+        self, coords: Coords, offset: int, size: int, byte_order: str, cached_only: bool
+    ) -> memoryview | None:
         self._check_chunk(coords)
         origin = self.grid.chunk_origin(coords)
         return self._read_view(
-            origin, self.metadata.chunk_shape, offset, size, byte_order, cached_only=True
+            origin, self.metadata.chunk_shape, offset, size, byte_order, cached_only
         )
 
     def _check_chunk(self, coords: Coords) -> None:
@@ -701,13 +708,12 @@ class ZarrArray:
         """Start storing the completely written dirty units in the background, so a
         sequential writer rarely waits for a flush (one such flush per array at a time)."""
         with self._lock:
-            if self._behind is not None or not self._complete:
+            if self._behind:
                 return
             units = [u for u in self._complete if u in self._dirty and u not in self._frozen]
             if not units:
                 return
-            fut: Future[None] = Future()
-            self._behind = fut
+            self._behind = True
 
         def run() -> None:
             try:
@@ -716,8 +722,7 @@ class ZarrArray:
                 log.warning("%s: background flush failed: %s", self.path or "/", exc)
             finally:
                 with self._lock:
-                    self._behind = None
-                fut.set_result(None)
+                    self._behind = False
 
         self.engine.executor.submit(run)
 
@@ -732,11 +737,16 @@ class ZarrArray:
 
     def _merge_unknown(self, units: Sequence[Coords]) -> None:
         """Load the old content of deferred dirty units and fill their unwritten rows."""
+        todo = []
         with self._lock:
-            todo = [u for u in units if u in self._unknown and not self._unknown[u].all()]
-            for u in units:  # fully written: nothing to merge
-                if u in self._unknown and self._unknown[u].all():
+            for u in units:
+                rows = self._unknown.get(u)
+                if rows is None:
+                    continue
+                if rows.all():  # fully written: nothing to merge
                     del self._unknown[u]
+                else:
+                    todo.append(u)
         if not todo:
             return
         old = self._load(todo)  # may raise: the units stay dirty and unmerged
