@@ -11,7 +11,7 @@ from typing import Any
 import pyfuse3
 import pytest
 import trio
-from fuse_fake_tree import MANY, PATTERN, SIZE, MemFile, build_tree
+from fuse_fake_tree import MANY, PATTERN, SIZE, MemDir, MemFile, build_tree
 
 from zarrfs.fuse.operations import (
     DEFAULT_TIMEOUTS,
@@ -298,3 +298,91 @@ def test_reads_a_handle_can_answer_from_memory_skip_the_worker_thread() -> None:
     fast, slow, err = run(main)
     assert bytes(fast) == b"fast" and slow == PATTERN[8:12] and err == errno.EIO
     assert offloaded.count("read") == 1  # only the uncached read went to a thread
+
+
+class _MetaDir(MemDir):
+    """A directory whose listing comes from metadata already read (like an array's views)."""
+
+    lists_from_metadata = True
+
+
+def _listing_ops(options: str = "") -> tuple[ZarrOperations, list[str], list[str]]:
+    ops = make_ops(options)
+    leaf = _MetaDir({"x.bin": MemFile(b"x", writable=False)})
+    kid = _MetaDir({"a.bin": MemFile(b"abc", writable=False), "leaf": leaf}, writable=True)
+    ops.inodes.get(ROOT).node.children["walk"] = MemDir({"kid": kid})  # type: ignore[union-attr]
+    offloaded: list[str] = []
+    real_offload = ops.offload
+
+    async def recording_offload(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        offloaded.append(getattr(fn, "__name__", repr(fn)))
+        return await real_offload(fn, *args, **kwargs)
+
+    ops.offload = recording_offload  # type: ignore[assignment]
+    seen: list[str] = []
+
+    def reply(token: Any, name: bytes, attrs: pyfuse3.EntryAttributes, next_id: int) -> bool:
+        seen.append(name.decode())
+        return True
+
+    ops.readdir_reply = reply
+    return ops, offloaded, seen
+
+
+async def _list(ops: ZarrOperations, inode: int) -> None:
+    fh = await ops.opendir(inode, None)
+    await ops.readdir(fh, 0, None)
+    await ops.releasedir(fh)
+
+
+def test_directories_listed_with_their_parent_are_answered_without_a_worker_thread() -> None:
+    ops, offloaded, seen = _listing_ops()
+    walk = lookup(ops, "walk").st_ino
+
+    async def main() -> None:
+        offloaded.clear()
+        await _list(ops, walk)  # prepares kid/ and kid/leaf/ too
+        assert offloaded == ["list_dir", "prepare_listing"] and seen == ["kid"]
+        offloaded.clear()
+        seen.clear()
+        kid = ops.inodes.at(("walk", "kid")).inode  # type: ignore[union-attr]
+        await _list(ops, kid)
+        leaf = ops.inodes.at(("walk", "kid", "leaf")).inode  # type: ignore[union-attr]
+        await _list(ops, leaf)
+        assert offloaded == [] and seen == ["a.bin", "leaf", "x.bin"]
+        seen.clear()
+        await _list(ops, kid)  # a listing prepared ahead serves one opendir only
+        assert offloaded == ["list_dir", "prepare_listing"] and seen == ["a.bin", "leaf"]
+
+    run(main)
+
+
+def test_a_change_through_the_mount_drops_listings_prepared_ahead() -> None:
+    ops, offloaded, seen = _listing_ops()
+    walk = lookup(ops, "walk").st_ino
+
+    async def main() -> None:
+        await _list(ops, walk)
+        kid = ops.inodes.at(("walk", "kid")).inode  # type: ignore[union-attr]
+        fi, _ = await ops.create(kid, b"new.bin", 0o644, os.O_WRONLY, None)
+        await ops.release(fi.fh)
+        offloaded.clear()
+        seen.clear()
+        await _list(ops, kid)
+        assert "list_dir" in offloaded and seen == ["a.bin", "leaf", "new.bin"]
+
+    run(main)
+
+
+def test_listings_prepared_ahead_expire_with_the_attribute_timeout() -> None:
+    ops, offloaded, seen = _listing_ops("attr_timeout=0")
+    walk = lookup(ops, "walk").st_ino
+
+    async def main() -> None:
+        await _list(ops, walk)
+        offloaded.clear()
+        kid = ops.inodes.at(("walk", "kid")).inode  # type: ignore[union-attr]
+        await _list(ops, kid)
+        assert offloaded == ["list_dir", "prepare_listing"]
+
+    run(main)

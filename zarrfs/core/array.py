@@ -220,7 +220,8 @@ class ZarrArray:
         self._lock = threading.Lock()  # guards _dirty, _unknown, _frozen, _inflight, _epoch
         self._write_lock = threading.RLock()  # one writer or flush commit at a time
         self._flush_lock = threading.Lock()
-        self._stripes = [threading.Lock() for _ in range(_NSTRIPES)]
+        #: per-unit load locks, made on first use (listing many arrays never needs them)
+        self._stripes: list[threading.Lock] | None = None
         self._dirty: dict[Coords, np.ndarray[Any, Any]] = {}
         #: dirty units whose old content was never loaded: which rows (all axes but the last)
         #: have been written; the others are loaded and merged before anyone needs them
@@ -402,7 +403,13 @@ class ZarrArray:
         return memoryview(raw)
 
     def _stripe(self, unit: Coords) -> threading.Lock:
-        return self._stripes[hash(unit) % _NSTRIPES]
+        stripes = self._stripes
+        if stripes is None:
+            with self._lock:
+                if self._stripes is None:
+                    self._stripes = [threading.Lock() for _ in range(_NSTRIPES)]
+                stripes = self._stripes
+        return stripes[hash(unit) % _NSTRIPES]
 
     def _cached_units(self, coords: set[Coords]) -> dict[Coords, tuple[Any, bool]] | None:
         """Every unit from the chunk cache, or None if one is dirty or not cached."""

@@ -183,8 +183,7 @@ class Hierarchy:
 
     def node(self, path: str) -> Node:
         """The node at ``path`` (cached). NodeNotFound if none; MetadataError if invalid."""
-        with self._lock:
-            hit = self._nodes.get(path)
+        hit = self._nodes.get(path)  # one dict lookup is atomic: no lock on the hit path
         if hit is not None:
             return hit
         node = self._read_node(path)
@@ -304,13 +303,11 @@ class Hierarchy:
 
     def cached_array(self, path: str) -> ZarrArray | None:
         """The array already open at ``path``, or None; never touches the store."""
-        with self._lock:
-            return self._arrays.get(path)
+        return self._arrays.get(path)  # atomic
 
     def array(self, path: str) -> ZarrArray:
         """The open array at ``path`` (one ZarrArray per path while its metadata is unchanged)."""
-        with self._lock:
-            arr = self._arrays.get(path)
+        arr = self._arrays.get(path)  # atomic: no lock on the hit path
         if arr is not None:
             return arr
         node = self.node(path)

@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from zarrfs.core.errors import NodeNotFound, ZarrFSError
 from zarrfs.fuse.inodes import Path
@@ -92,6 +93,58 @@ def prepare_children(
         futures = [_listing_pool.submit(_prepare_one, node, i, names[i]) for i in rest]
         results += [f.result() for f in futures]
     return [r for r in results if r is not None]
+
+
+#: a child directory that ``lists_from_metadata`` and has at most this many entries is listed
+#: and prepared along with its parent (``prepare_listing``)
+PRELIST_MAX_ENTRIES = 64
+#: how many levels below the listed directory are listed ahead
+PRELIST_DEPTH = 2
+
+
+@dataclass(eq=False)
+class Prelisted:
+    """The listing of a directory below a listed one, ready before anyone opens it."""
+
+    below: tuple[str, ...]  # path relative to the listed directory
+    node: VDir
+    names: Sequence[str]
+    prepared: list[tuple[int, str, VNode, Stat]]
+
+
+def prepare_listing(
+    node: VDir, names: Sequence[str], start: int, stop: int
+) -> tuple[list[tuple[int, str, VNode, Stat]], list[Prelisted]]:
+    """``prepare_children``, plus the listings of the prepared child directories whose content
+    comes from metadata already read (an array's views and its ``chunks/``).
+
+    A reader walking a tree (``find``, ``ls -lR``, ``du``) opens every directory it is shown;
+    each of those directories would otherwise cost two worker-thread round trips (open, read),
+    more than listing it takes. Listing them here lets ``opendir``/``readdir`` answer them in
+    the event loop."""
+    prepared = prepare_children(node, names, start, stop)
+    return prepared, _prelist(prepared, PRELIST_DEPTH)
+
+
+def _prelist(prepared: list[tuple[int, str, VNode, Stat]], depth: int) -> list[Prelisted]:
+    out: list[Prelisted] = []
+    for _, name, child, _ in prepared:
+        if not (isinstance(child, VDir) and child.lists_from_metadata):
+            continue
+        try:
+            names = list_dir(child)
+            if len(names) > PRELIST_MAX_ENTRIES:
+                continue
+            below = prepare_children(child, names, 0, len(names))
+        except ZarrFSError as exc:  # reported when the directory itself is opened
+            log.debug("listing ahead %r: %s", name, exc)
+            continue
+        out.append(Prelisted((name,), child, names, below))
+        if depth > 1:
+            for deeper in _prelist(below, depth - 1):
+                deeper.below = (name, *deeper.below)
+                out.append(deeper)
+    return out
 
 
 def open_file(node: VFile, write: bool, truncate: bool) -> tuple[VHandle, object]:

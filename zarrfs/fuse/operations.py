@@ -14,6 +14,13 @@ Invariants (developer notes):
   ``read_cached``, which answers from memory without waiting (cached decoded chunks) or returns
   None; only then is the read offloaded. A worker-thread round trip costs ~150 us, more than a
   cached 4 KiB read takes in total.
+- Listing ahead: preparing a directory's children also lists the child directories whose
+  listing comes from metadata already read (``VDir.lists_from_metadata``: an array's views and
+  its ``chunks/``; ``nodecalls.prepare_listing``). Their ``opendir``/``readdir`` are then
+  answered in the event loop from that listing, once, within one attribute timeout, and only
+  if nothing was changed through the mount meanwhile (``_mutates``). Opening them would
+  otherwise cost two worker-thread round trips each, more than listing them takes (a tree walk
+  opens every directory it is shown).
 - Lookup counts: +1 for lookup, create and mkdir replies, and for a readdirplus entry only when
   ``readdir_reply`` accepted it; ``forget`` subtracts (see ``inodes``).
 - readdir offsets name entries: the entry at index ``i`` of the listing snapshot taken at
@@ -54,6 +61,7 @@ import functools
 import itertools
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -77,6 +85,8 @@ DEFAULT_BLKSIZE = 128 * 1024
 FLUSH_DEADLINE_FACTOR = 10
 #: children stat'ed per worker call while listing a directory
 READDIR_BATCH = 128
+#: directories listed ahead (``nodecalls.prepare_listing``) kept for their ``opendir``
+PRELISTED_LIMIT = 4096
 #: a commit also drops the kernel's cached attributes of the file's siblings (an array's views
 #: derive their sizes from one another) unless the kernel knows more of them than this (a chunk
 #: directory, whose files change size only with the array's metadata, which lives elsewhere)
@@ -111,6 +121,21 @@ class DirListing:
     prepared: list[tuple[int, str, VNode, Stat]] = field(default_factory=list)
     prepared_from: int = 0
     prepared_to: int = 0
+
+
+def _mutates(method: F) -> F:
+    """Mark a handler that may change what listings show: listings prepared ahead are dropped
+    when it starts and when it ends (a listing prepared meanwhile is not kept)."""
+
+    @functools.wraps(method)
+    async def handler(self: ZarrOperations, *args: Any) -> Any:
+        self._mutation()
+        try:
+            return await method(self, *args)
+        finally:
+            self._mutation()
+
+    return handler  # type: ignore[return-value]
 
 
 def _translate(method: F) -> F:
@@ -171,6 +196,10 @@ class ZarrOperations(pyfuse3.Operations):
         self._timeout = DEFAULT_TIMEOUTS[options.ro] if timeout is None else timeout
         self._files: dict[int, OpenFile] = {}
         self._dirs: dict[int, DirListing] = {}
+        #: listings prepared ahead, by path; valid for one attribute timeout and only while
+        #: nothing was changed through the mount (``_mutation``)
+        self._prelisted: dict[Path, tuple[float, nodecalls.Prelisted]] = {}
+        self._generation = 0
         self._handles = itertools.count(1)
         #: replaced in unit tests, which have no kernel to talk to
         self.readdir_reply: Callable[..., bool] = pyfuse3.readdir_reply
@@ -234,9 +263,14 @@ class ZarrOperations(pyfuse3.Operations):
         attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = st.mtime_ns
         return attrs
 
+    def _mutation(self) -> None:
+        self._generation += 1
+        self._prelisted.clear()
+
     def _changed(self, inode: int) -> None:
         """``inode`` was committed, resized or replaced: the kernel must ask for its attributes
         (and its siblings') again instead of trusting them until the attribute timeout."""
+        self._mutation()
         entry = self.inodes.get(inode)
         siblings = self.inodes.siblings(entry.path) if entry and entry.path else []
         if not 0 < len(siblings) <= SIBLING_INVALIDATION_LIMIT:
@@ -274,6 +308,7 @@ class ZarrOperations(pyfuse3.Operations):
         return self.attributes(inode, await self.offload(entry.node.stat))
 
     @_translate
+    @_mutates
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes,
                       fields: pyfuse3.SetattrFields, fh: int | None,
                       ctx: Any) -> pyfuse3.EntryAttributes:  # fmt: skip
@@ -312,12 +347,17 @@ class ZarrOperations(pyfuse3.Operations):
         write = flags & os.O_ACCMODE != os.O_RDONLY
         if write and self._ro:
             raise _fail(errno.EROFS)
+        if write:
+            self._mutation()
         handle, token = await self.offload(
             nodecalls.open_file, entry.node, write, bool(flags & os.O_TRUNC)
         )
+        if write:
+            self._mutation()
         return self._open_handle(entry, entry.node, handle, write, token)
 
     @_translate
+    @_mutates
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: Any) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:  # fmt: skip
         path, parent = self._dir(parent_inode)
@@ -341,6 +381,7 @@ class ZarrOperations(pyfuse3.Operations):
         return _checked_bytes(data, "read")
 
     @_translate
+    @_mutates
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         held = self._file(fh)
         if not held.writable:
@@ -354,6 +395,7 @@ class ZarrOperations(pyfuse3.Operations):
     async def flush(self, fh: int) -> None:
         held = self._file(fh)
         if held.writable:
+            self._mutation()
             try:
                 await self.offload(held.handle.flush, deadline=self._flush_deadline)
             finally:
@@ -361,13 +403,22 @@ class ZarrOperations(pyfuse3.Operations):
 
     @_translate
     async def fsync(self, fh: int, datasync: bool) -> None:
-        await self.offload(self._file(fh).handle.flush, deadline=self._flush_deadline)
+        held = self._file(fh)
+        if held.writable:
+            self._mutation()
+        try:
+            await self.offload(held.handle.flush, deadline=self._flush_deadline)
+        finally:
+            if held.writable:
+                self._mutation()
 
     @_translate
     async def release(self, fh: int) -> None:
         held = self._files.pop(fh, None)
         if held is None:
             return
+        if held.writable:
+            self._mutation()
         try:
             await self.offload(held.handle.release, deadline=self._flush_deadline)
         except Exception as exc:  # no process waits for this answer: log, never raise
@@ -380,9 +431,14 @@ class ZarrOperations(pyfuse3.Operations):
     @_translate
     async def opendir(self, inode: int, ctx: Any) -> int:
         path, node = self._dir(inode)
-        names = await self.offload(nodecalls.list_dir, node)
+        ahead = self._prelisted.pop(path, None)
+        if ahead and ahead[1].node is node and time.monotonic() - ahead[0] <= self._timeout:
+            pre = ahead[1]  # listed with its parent: answered without a worker thread
+            listing = DirListing(path, node, pre.names, pre.prepared, 0, len(pre.names))
+        else:
+            listing = DirListing(path, node, await self.offload(nodecalls.list_dir, node))
         fh = next(self._handles)
-        self._dirs[fh] = DirListing(path, node, names)
+        self._dirs[fh] = listing
         return fh
 
     @_translate
@@ -394,10 +450,13 @@ class ZarrOperations(pyfuse3.Operations):
         while index < len(listing.names):
             if not listing.prepared_from <= index < listing.prepared_to:
                 stop = min(index + READDIR_BATCH, len(listing.names))
-                listing.prepared = await self.offload(
-                    nodecalls.prepare_children, listing.node, listing.names, index, stop
+                generation = self._generation
+                listing.prepared, ahead = await self.offload(
+                    nodecalls.prepare_listing, listing.node, listing.names, index, stop
                 )
                 listing.prepared_from, listing.prepared_to = index, stop
+                if generation == self._generation:
+                    self._keep_prelisted(listing.path, ahead)
             for position, name, child, st in listing.prepared:
                 if position < index:
                     continue
@@ -408,11 +467,19 @@ class ZarrOperations(pyfuse3.Operations):
                 self.inodes.remember(path, child)
             index = listing.prepared_to
 
+    def _keep_prelisted(self, path: Path, ahead: list[nodecalls.Prelisted]) -> None:
+        now = time.monotonic()
+        for pre in ahead:
+            self._prelisted[path + pre.below] = (now, pre)
+        while len(self._prelisted) > PRELISTED_LIMIT:  # oldest first
+            del self._prelisted[next(iter(self._prelisted))]
+
     @_translate
     async def releasedir(self, fh: int) -> None:
         self._dirs.pop(fh, None)
 
     @_translate
+    @_mutates
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: Any) -> pyfuse3.EntryAttributes:  # fmt: skip
         path, parent = self._dir(parent_inode)
@@ -423,18 +490,21 @@ class ZarrOperations(pyfuse3.Operations):
         return self.attributes(entry.inode, st)
 
     @_translate
+    @_mutates
     async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
         path, parent = self._dir(parent_inode)
         await self.offload(parent.unlink, os.fsdecode(name))
         self.inodes.detach(path + (os.fsdecode(name),))
 
     @_translate
+    @_mutates
     async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
         path, parent = self._dir(parent_inode)
         await self.offload(parent.rmdir, os.fsdecode(name))
         self.inodes.detach(path + (os.fsdecode(name),))
 
     @_translate
+    @_mutates
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
                      name_new: bytes, flags: int, ctx: Any) -> None:  # fmt: skip
         old_path, old_parent = self._dir(parent_inode_old)

@@ -195,6 +195,8 @@ class ChunkNames(Sequence[str]):
 
 
 class ChunksDir(VDir, _ArrayRef):
+    lists_from_metadata = True
+
     def __init__(self, ctx: MountContext, path: str) -> None:
         _ArrayRef.__init__(self, ctx, path)
 
@@ -309,6 +311,8 @@ class GeneratedFile(VFile):
 
 class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
     """One directory per array: views only."""
+
+    lists_from_metadata = True
 
     def __init__(self, ctx: MountContext, path: str) -> None:
         _ArrayRef.__init__(self, ctx, path)

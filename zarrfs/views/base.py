@@ -114,6 +114,9 @@ class VDir(VNode):
     """A directory."""
 
     is_dir = True
+    #: the listing and the children's attributes come from metadata already read (no store
+    #: request per child): the FUSE layer lists such a directory along with its parent
+    lists_from_metadata = False
 
     @abstractmethod
     def names(self) -> list[str]:
