@@ -132,6 +132,10 @@ def test_xattrs(mount) -> None:
     with pytest.raises(OSError) as info:
         os.getxattr(m / "data.bin", "user.nope")
     assert info.value.errno == errno.ENODATA
+    for other in ("security.selinux", "system.posix_acl_access", "trusted.x"):
+        with pytest.raises(OSError) as info:  # a namespace the mount does not support
+            os.getxattr(m / "data.bin", other)
+        assert info.value.errno == errno.ENOTSUP
     with pytest.raises(OSError) as info:
         os.setxattr(m / "data.bin", "user.zarr.shape", b"[1]")
     assert info.value.errno == errno.ENOTSUP

@@ -92,8 +92,9 @@ PRELISTED_LIMIT = 4096
 #: directory, whose files change size only with the array's metadata, which lives elsewhere)
 SIBLING_INVALIDATION_LIMIT = 64
 #: the namespace of every extended attribute a node has (``user.zarr.*``); other names
-#: (``system.posix_acl_access``, ``security.capability`` asked by ``ls -l`` and ``cp``) are
-#: refused without asking the node
+#: (``system.posix_acl_access``, ``security.selinux`` asked by ``ls -l``, ``security.capability``
+#: by ``cp``) are refused with ENOTSUP without asking the node: the namespace is not supported,
+#: which ``ls`` remembers per file system (with ENODATA it asks twice for every file it lists)
 XATTR_PREFIX = b"user."
 #: what ``statfs`` reports as capacity (object stores have no fixed size): 1 PiB
 _STATFS_BYTES = 1 << 50
@@ -535,7 +536,7 @@ class ZarrOperations(pyfuse3.Operations):
     async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
         entry = self._entry(inode)
         if not name.startswith(XATTR_PREFIX):  # ACLs, capabilities, SELinux: asked by ls -l
-            raise _fail(pyfuse3.ENOATTR)
+            raise _fail(errno.ENOTSUP)  # "not supported here": ls stops asking for this mount
         values = await self.offload(entry.node.xattrs)
         value = values.get(os.fsdecode(name))
         if value is None:
