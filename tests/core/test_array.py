@@ -318,17 +318,22 @@ class _SlowSets(LocalStore):
         super().set_stream(key, parts)
 
 
-@pytest.mark.parametrize("layout", ["bytes", "gzip"])
-def test_overwrite_memory_stays_within_cache_size(tmp_path, layout):
+@pytest.mark.parametrize("layout", ["bytes", "gzip", "sharded"])
+def test_overwrite_memory_stays_within_cache_size(tmp_path, monkeypatch, layout):
     """Dirty chunks, cached chunks and the buffers of encodes in flight (encoded bytes, codec
-    intermediates) together stay within ``cache_size``, however large the array: flush jobs
-    reserve what they hold and wait when the budget is taken."""
+    intermediates, shard rewrites) together stay within ``cache_size``, however large the
+    array: flush jobs reserve what they hold and wait when the budget is taken."""
     import tracemalloc
+
+    from zarrfs.core.sharding import access
 
     shape, chunks = (64, 256, 256), (16, 64, 256)  # 16 MiB of float32, 1 MiB chunks
     kwargs: dict = {"compressors": None}
     if layout == "gzip":
         kwargs = {"compressors": [zarr.codecs.GzipCodec(level=1)]}
+    elif layout == "sharded":
+        kwargs = {"shards": (32, 128, 256), "compressors": [zarr.codecs.GzipCodec(level=1)]}
+        monkeypatch.setattr(access, "COPY_SPAN", 256 << 10, raising=False)
     zarr.create_array(str(tmp_path / "a"), shape=shape, chunks=chunks, dtype="<f4", **kwargs)
     budget = 8 << 20  # half the array; the dirty limit (6 MiB) holds a layer of chunks (4 MiB)
     engine = Engine(cache_size=budget, prefetch_bytes=0)

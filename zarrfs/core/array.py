@@ -194,6 +194,7 @@ class _CountingReads(Store):
         self.url = store.url
         self.writable = store.writable
         self.listable = store.listable
+        self.streams_sets = store.streams_sets
 
     def get(self, key: str, byte_range: Any = None) -> bytes | None:
         data = self._store.get(key, byte_range)
@@ -211,6 +212,9 @@ class _CountingReads(Store):
 
     def set(self, key: str, data: bytes) -> None:
         self._store.set(key, data)
+
+    def set_stream(self, key: str, parts: Callable[[], Iterable[bytes | memoryview]]) -> None:
+        self._store.set_stream(key, parts)
 
     def delete(self, key: str) -> None:
         self._store.delete(key)
@@ -940,13 +944,15 @@ class ZarrArray:
         self._commit(units)
 
     def _flush_shard(self, shard: Coords, units: dict[Coords, Any]) -> None:
-        from zarrfs.core.sharding.access import rewrite_shard
+        from zarrfs.core.sharding.access import rewrite_memory, rewrite_shard
 
         assert self._sharding is not None
         key = self.chunk_key(shard)
         updates = {self._unit_location(u)[1]: arr for u, arr in units.items()}
+        held = rewrite_memory(self._io, self._sharding, self._chunk_spec, len(updates))
         try:
-            rewrite_shard(self._io, key, self._sharding, self._chunk_spec, updates)
+            with self.engine.working(held):
+                rewrite_shard(self._io, key, self._sharding, self._chunk_spec, updates)
         finally:
             self.engine.index_cache.pop((self.uid, shard))
         self._commit(units)
