@@ -27,11 +27,12 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from math import prod
@@ -82,7 +83,15 @@ class Engine:
     half the limit) before returning. The decoded-chunk cache gets whatever dirty chunks leave
     (its capacity follows ``dirty_bytes``), and shard indexes a sixteenth on top. A sequential
     writer of a row-major file dirties a whole layer of chunks before the first one is
-    complete, so a small dirty share would flush every chunk half-written several times."""
+    complete, so a small dirty share would flush every chunk half-written several times.
+
+    Work in flight holds memory too: an encode holds the encoded bytes (and the codecs'
+    intermediate buffers) until the store has them. Such work reserves its bound with
+    ``working(n)`` for as long as it runs; reservations shrink the decoded-chunk cache like
+    dirty bytes do, and together they may take at most what the dirty limit leaves
+    (``work_limit``, a quarter of ``cache_size`` by default): more work waits until some
+    finishes, except that one job always runs. So dirty chunks, cached chunks and the buffers
+    of work in flight stay within ``cache_size`` together."""
 
     cache_size: int = 1 << 30
     threads: int = 8
@@ -98,9 +107,12 @@ class Engine:
         most = self.cache_size * 3 // 4
         self.dirty_limit = most if self.dirty_limit is None else min(self.dirty_limit, most)
         self.chunk_cache = LRUCache(self.cache_size)
-        self._dirty_lock = threading.Lock()
+        self._dirty_lock = threading.Condition(threading.Lock())
         #: bytes of dirty (unflushed) chunk copies of every array of the mount
         self.dirty_bytes = 0
+        #: bytes reserved by work in flight (``working``), at most ``work_limit`` but for one job
+        self.work_bytes = 0
+        self.work_limit = max(1, self.cache_size - self.dirty_limit)
         self.index_cache = LRUCache(max(1 << 20, self.cache_size // 16))
         self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix="zarrfs-io")
         self._uid_lock = threading.Lock()
@@ -110,8 +122,31 @@ class Engine:
         """Account ``n`` more (or, negative, fewer) dirty bytes; returns the new total."""
         with self._dirty_lock:
             self.dirty_bytes += n
-            self.chunk_cache.resize(max(0, self.cache_size - self.dirty_bytes))
+            self._resize_cache()
             return self.dirty_bytes
+
+    @contextlib.contextmanager
+    def working(self, n: int) -> Iterator[None]:
+        """Reserve ``n`` bytes of the budget while the block runs (see the class docstring).
+
+        Waits while other work holds so much that ``n`` more would pass ``work_limit``. A job
+        must not wait for anything that needs a reservation while it holds one."""
+        with self._dirty_lock:
+            while self.work_bytes and self.work_bytes + n > self.work_limit:
+                self._dirty_lock.wait()
+            self.work_bytes += n
+            self._resize_cache()
+        try:
+            yield
+        finally:
+            with self._dirty_lock:
+                self.work_bytes -= n
+                self._resize_cache()
+                self._dirty_lock.notify_all()
+
+    def _resize_cache(self) -> None:
+        """The decoded-chunk cache gets what dirty chunks and work in flight leave (lock held)."""
+        self.chunk_cache.resize(max(0, self.cache_size - self.dirty_bytes - self.work_bytes))
 
     def new_uid(self) -> int:
         with self._uid_lock:
@@ -159,6 +194,7 @@ class _CountingReads(Store):
         self.url = store.url
         self.writable = store.writable
         self.listable = store.listable
+        self.streams_sets = store.streams_sets
 
     def get(self, key: str, byte_range: Any = None) -> bytes | None:
         data = self._store.get(key, byte_range)
@@ -176,6 +212,9 @@ class _CountingReads(Store):
 
     def set(self, key: str, data: bytes) -> None:
         self._store.set(key, data)
+
+    def set_stream(self, key: str, parts: Callable[[], Iterable[bytes | memoryview]]) -> None:
+        self._store.set_stream(key, parts)
 
     def delete(self, key: str) -> None:
         self._store.delete(key)
@@ -901,22 +940,26 @@ class ZarrArray:
         if spec.is_fill(arr):
             self.store.delete(key)
         else:
-            data = self._prepared.encode(arr)
-            if data is None:
-                self.store.delete(key)
-            else:
-                self.store.set(key, data)
-                self.engine.stats.add(self.path, "bytes_stored", len(data))
+            with self.engine.working(self._prepared.encode_memory):
+                data = self._prepared.encode(arr)
+                if data is None:
+                    self.store.delete(key)
+                else:
+                    self.store.set(key, data)
+                    self.engine.stats.add(self.path, "bytes_stored", len(data))
+                del data
         self._commit(units)
 
     def _flush_shard(self, shard: Coords, units: dict[Coords, Any]) -> None:
-        from zarrfs.core.sharding.access import rewrite_shard
+        from zarrfs.core.sharding.access import rewrite_memory, rewrite_shard
 
         assert self._sharding is not None
         key = self.chunk_key(shard)
         updates = {self._unit_location(u)[1]: arr for u, arr in units.items()}
+        held = rewrite_memory(self._io, self._sharding, self._chunk_spec, len(updates))
         try:
-            rewrite_shard(self._io, key, self._sharding, self._chunk_spec, updates)
+            with self.engine.working(held):
+                rewrite_shard(self._io, key, self._sharding, self._chunk_spec, updates)
         finally:
             self.engine.index_cache.pop((self.uid, shard))
         self._commit(units)

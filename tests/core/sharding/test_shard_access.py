@@ -185,9 +185,12 @@ class TestRewriteShard:
     def test_untouched_chunks_keep_their_bytes(self) -> None:
         new = np.full((2, 2), 77, dtype="<i4")
         index = access.rewrite_shard(self.store, KEY, self.codec, self.s, {(1, 2): new})
-        # one read of the whole shard, bounded by the largest valid shard (+1 to see more)
-        bound = self.codec.max_encoded_size(self.s)
-        assert self.store.gets == [(KEY, ByteRange(0, bound + 1))]
+        # the old index, then one range for the kept chunks (adjacent in the old shard)
+        offset, nbytes = self.old_index.get((1, 1))  # type: ignore[misc]
+        assert self.store.gets == [
+            (KEY, SuffixRange(self.codec.index_size(self.s))),
+            (KEY, ByteRange(0, offset + nbytes)),
+        ]
         assert self.store.sets == [KEY] and self.store.deletes == []
         data = self.store.data[KEY]
         assert index is not None
@@ -274,3 +277,50 @@ class TestRewriteShard:
         got = access.read_inner_chunks(store, KEY, codec, s, index, [(0, 0), (1, 0)])
         assert got[(0, 0)] is None
         np.testing.assert_array_equal(got[(1, 0)], np.full((2, 3), 5))
+
+
+class TestStreamedRewrite:
+    """Kept chunks are copied in bounded ranges; the new shard is produced piece by piece."""
+
+    @pytest.mark.parametrize("location", ["start", "end"])
+    def test_kept_chunks_are_copied_in_bounded_ranges(self, location, monkeypatch) -> None:
+        store = CountingStore()
+        codec = sharding([2, 2], codecs=[BYTES_LE, GZIP], index_location=location)
+        s = spec((4, 6), "<i4", fill=0)
+        arr = numbered((4, 6), "<i4")
+        write(store, codec, s, arr)
+        old = access.read_shard_index(store, KEY, codec, s)
+        assert old is not None
+        largest = max(n for _, _, n in old.present())
+        monkeypatch.setattr(access, "COPY_SPAN", largest)  # one kept chunk per range
+        store.gets.clear()
+        index = access.rewrite_shard(store, KEY, codec, s, {(0, 1): np.full((2, 2), 9, "<i4")})
+        assert len(store.gets) == 1 + 5  # the index, then each of the five kept chunks
+        assert all(r.length <= largest for _, r in store.gets[1:])
+        expected = arr.copy()
+        expected[0:2, 2:4] = 9
+        np.testing.assert_array_equal(codec.decode(store.data[KEY], s), expected)
+        stored = codec.read_index(store.data[KEY], s)
+        assert index is not None and index.same_as(stored)
+
+    def test_a_short_kept_range_stores_nothing(self, tmp_path) -> None:
+        from zarrfs.core.stores.local import TEMP_PREFIX, LocalStore
+
+        store = LocalStore(tmp_path)
+        codec = sharding([2, 2], codecs=[BYTES_LE, GZIP])
+        s = spec((4, 6), "<i4", fill=0)
+        data = bytearray(codec.encode(numbered((4, 6), "<i4"), s) or b"")
+        old = codec.read_index(bytes(data), s)
+        # the index claims the last inner chunk ends past the end of the shard
+        offsets = old.offsets.copy()
+        offsets[1, 2] = len(data) - 2
+        index = fmt.ShardIndex(offsets, old.nbytes.copy())
+        data[-fmt.index_size(codec.index_codecs, (2, 3)) :] = fmt.encode_index(
+            index, codec.index_codecs
+        )
+        store.set(KEY, bytes(data))
+        with pytest.raises(CorruptDataError, match="shard ends at") as err:
+            access.rewrite_shard(store, KEY, codec, s, {(0, 0): np.ones((2, 2), "<i4")})
+        assert err.value.key == KEY
+        assert store.get(KEY) == bytes(data)
+        assert not [p for p in tmp_path.rglob("*") if p.name.startswith(TEMP_PREFIX)]

@@ -255,6 +255,19 @@ class StoreContract:
         wstore.set("view", memoryview(b"0123456789")[2:5])  # type: ignore[arg-type]
         assert wstore.get("view") == b"234"
 
+    def test_set_stream_stores_the_pieces_or_nothing(self, wstore: Store) -> None:
+        wstore.set_stream("s/k", lambda: iter([b"ab", memoryview(b"xcdx")[1:3], b"", b"e"]))
+        assert wstore.get("s/k") == b"abcde"
+
+        def broken():
+            yield b"new"
+            raise ValueError("producer failed")
+
+        with pytest.raises(ValueError):
+            wstore.set_stream("s/k", broken)
+        assert wstore.get("s/k") == b"abcde"
+        assert sorted(wstore.list_prefix("s/")) == ["s/k"]
+
     def test_version_changes_on_set(self, wstore: Store) -> None:
         before = wstore.version("b/w")
         wstore.set("b/w", b"v")  # same length, different bytes

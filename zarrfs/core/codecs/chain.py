@@ -131,6 +131,13 @@ class PreparedChain:
         self.bb_bounds: tuple[int, ...] = tuple(bounds)
         #: upper bound of an encoded chunk of this spec
         self.max_encoded_size: int = bound
+        # what ``encode`` holds besides the chunk: each stage's output while the next stage
+        # makes its own (a stage's input and output coexist, earlier ones are freed)
+        stages = [s.nbytes for s in specs[1:]] + [*bounds, bound]
+        #: upper bound of the memory ``encode`` allocates at once (intermediates and result)
+        self.encode_memory: int = max(
+            [stages[0]] + [a + b for a, b in zip(stages, stages[1:], strict=False)]
+        )
 
     def decode(self, data: bytes | memoryview) -> np.ndarray[Any, Any]:
         """Stored bytes -> C-contiguous array of ``spec.shape``/``spec.dtype`` (may be a

@@ -69,8 +69,8 @@ class GzipCodec(BytesBytesCodec):
 
     def encode(self, data: bytes | memoryview) -> bytes:
         impl = _ISAL if _ISAL is not None and 1 <= self.level <= 3 else zlib
-        compressor = impl.compressobj(self.level, zlib.DEFLATED, _GZIP_WBITS)
-        return compressor.compress(data) + compressor.flush()
+        # one call: no second copy of the output to join a compress() and a flush() result
+        return impl.compress(data, self.level, _GZIP_WBITS)
 
     def decode(self, data: bytes | memoryview, max_size: int) -> bytes:
         return gzip_decompress_bounded(data, max_size)

@@ -13,11 +13,11 @@ Request pattern:
 - ``read_inner_chunks``: one ``store.get_many`` call; byte ranges of the wanted inner chunks that
   are closer than ``coalesce_gap`` bytes are merged into one request. An index entry longer than
   any valid inner chunk is corrupt and is never fetched.
-- ``rewrite_shard``: at most one full read of the existing shard (skipped when every inner chunk
-  is replaced; never more than a valid shard's ``max_encoded_size`` + 1 bytes), then exactly one
-  ``store.set`` (or ``store.delete`` when nothing is left). Inner
-  chunks that are not updated keep their encoded bytes unchanged: they are never decoded or
-  re-encoded.
+- ``rewrite_shard``: one index read as above (skipped when every inner chunk is replaced), then
+  exactly one ``store.set_stream`` (or ``store.delete`` when nothing is left) during which the
+  kept inner chunks are read in ranges of at most ``COPY_SPAN`` bytes (runs of chunks adjacent
+  in the old shard share one range; every range must come back complete). Inner chunks that
+  are not updated keep their encoded bytes unchanged: they are never decoded or re-encoded.
 
 Every corruption is reported as ``CorruptDataError`` carrying the shard's key. Locking around
 read-modify-write is the caller's business (one lock per shard key).
@@ -31,7 +31,7 @@ their coords through those codecs or decode whole shards with the full chain.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,8 @@ from zarrfs.core.stores.base import ByteRange, Store, SuffixRange
 
 #: byte ranges separated by less than this are fetched as one request
 COALESCE_GAP = 64 * 1024
+#: a shard rewrite copies the kept inner chunks in reads of at most this many bytes
+COPY_SPAN = 8 << 20
 
 
 def read_shard_index(
@@ -148,6 +150,12 @@ def rewrite_shard(
     ``updates`` maps inner-chunk coords to the new decoded inner chunk; None (or a chunk equal to
     the fill value) removes it. Untouched inner chunks keep their stored bytes. Returns the new
     shard's index, or None when the shard became empty and was deleted.
+
+    The new shard is produced piece by piece for ``store.set_stream``: kept inner chunks are
+    copied from the old shard in ranged reads of at most ``COPY_SPAN`` bytes, updated ones are
+    encoded one at a time (all before the index when it comes first). So with a store that
+    ``streams_sets`` a rewrite holds about one span and one encoded inner chunk, never a whole
+    shard (``rewrite_memory``).
     """
     cps = codec.chunks_per_shard(shard_spec.shape)
     for c, arr in updates.items():
@@ -155,37 +163,98 @@ def rewrite_shard(
             raise ValueError(f"inner chunk coords {c} outside the shard grid {cps}")
         if arr is not None and arr.shape != codec.chunk_shape:
             raise ValueError(f"inner chunk {c} has shape {arr.shape}, expected {codec.chunk_shape}")
-    chunks: dict[tuple[int, ...], bytes | memoryview] = {}
-    n_inner = int(np.prod(cps))
-    if len(updates) < n_inner:
-        bound = codec.max_encoded_size(shard_spec)
-        existing = store.get(key, ByteRange(0, bound + 1))  # never more than a valid shard
-        if existing is not None and len(existing) > bound:
-            raise CorruptDataError(
-                f"shard is more than the {bound} bytes any valid shard can take", key=key
-            )
-        if existing is not None:
-            try:
-                index = codec.read_index(existing, shard_spec)
-            except CorruptDataError as exc:
-                raise _with_key(exc, key) from exc
-            view = memoryview(existing)
-            for c, offset, nbytes in index.present():
-                if c not in updates:
-                    chunks[c] = view[offset : offset + nbytes]
     inner = codec.inner_chain(shard_spec)
-    for c, arr in updates.items():
-        if arr is None:
-            continue
-        data = codec.encode_inner(arr, shard_spec, inner)
-        if data is not None:
-            chunks[tuple(c)] = data
-    shard = fmt.build_shard(chunks, cps, codec.index_codecs, codec.index_location)
-    if shard is None:
+    kept: dict[tuple[int, ...], tuple[int, int]] = {}
+    if len(updates) < int(np.prod(cps)):
+        old = read_shard_index(store, key, codec, shard_spec)
+        for c, offset, nbytes in old.present() if old is not None else ():
+            if c in updates:
+                continue
+            if nbytes > inner.max_encoded_size:
+                raise CorruptDataError(
+                    f"shard index entry {c} claims {nbytes} bytes, more than the "
+                    f"{inner.max_encoded_size} any valid inner chunk can take",
+                    key=key,
+                )
+            kept[c] = (offset, nbytes)
+    new = {
+        tuple(c): arr
+        for c, arr in updates.items()
+        if arr is not None and not inner.spec.is_fill(arr)
+    }
+    if not kept and not new:
         store.delete(key)
         return None
-    store.set(key, shard)
-    return codec.read_index(shard, shard_spec)
+    start = codec.index_location == "start"
+    built: list[fmt.ShardIndex] = []
+
+    def copy(first: int, end: int) -> bytes:
+        blob = store.get(key, ByteRange(first, end - first))
+        if blob is None:
+            raise CorruptDataError("shard disappeared while it was rewritten", key=key)
+        if len(blob) != end - first:
+            raise CorruptDataError(
+                f"shard index points at bytes [{first}, {end}) but the shard ends at "
+                f"{first + len(blob)}",
+                key=key,
+            )
+        return blob
+
+    def pieces() -> Iterator[bytes | memoryview]:
+        index = fmt.ShardIndex.empty(cps)
+        offsets, sizes = index.offsets, index.nbytes
+        encoded: dict[tuple[int, ...], bytes | None] = {}
+        position = fmt.index_size(codec.index_codecs, cps) if start else 0
+        if start:  # the index needs every size first
+            encoded = {c: inner.encode(np.ascontiguousarray(a)) for c, a in new.items()}
+            at = position
+            for c in sorted(kept.keys() | new.keys()):
+                n = kept[c][1] if c in kept else len(encoded[c] or b"")
+                if c in kept or encoded[c] is not None:
+                    offsets[c], sizes[c] = at, n
+                    at += n
+            yield fmt.encode_index(index, codec.index_codecs)
+        run: tuple[int, int] | None = None  # kept bytes still to copy: [first, end) of the old
+        for c in sorted(kept.keys() | new.keys()):
+            if c in kept:
+                offset, nbytes = kept[c]
+                if run is not None and (offset != run[1] or run[1] + nbytes - run[0] > COPY_SPAN):
+                    yield copy(*run)
+                    run = None
+                run = (offset, offset + nbytes) if run is None else (run[0], offset + nbytes)
+            else:
+                if run is not None:
+                    yield copy(*run)
+                    run = None
+                data = encoded.pop(c) if start else inner.encode(np.ascontiguousarray(new[c]))
+                if data is None:
+                    continue
+                nbytes = len(data)
+                yield data
+                del data
+            offsets[c], sizes[c] = position, nbytes
+            position += nbytes
+        if run is not None:
+            yield copy(*run)
+        if not start:
+            yield fmt.encode_index(index, codec.index_codecs)
+        built.append(index)
+
+    store.set_stream(key, pieces)
+    return built[-1]
+
+
+def rewrite_memory(
+    store: Store, codec: ShardingCodec, shard_spec: ChunkSpec, n_updates: int
+) -> int:
+    """About the most memory ``rewrite_shard`` holds at once for ``n_updates`` updated chunks."""
+    inner = codec.inner_chain(shard_spec)
+    if not store.streams_sets:  # the pieces, then the joined shard
+        return 2 * codec.max_encoded_size(shard_spec)
+    held = max(COPY_SPAN, inner.max_encoded_size) + inner.encode_memory
+    if codec.index_location == "start":
+        held += n_updates * inner.max_encoded_size
+    return held
 
 
 def _with_key(exc: CorruptDataError, key: str) -> CorruptDataError:

@@ -16,7 +16,7 @@ Spec: Zarr v3 core, "Stores" (get, get_partial_values, set, erase, list_dir).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from zarrfs.core.errors import ReadOnlyError, StoreError
@@ -87,6 +87,8 @@ class Store(ABC):
     listable: bool = False
     #: the store's own URL, for messages and ``zarrfs info``
     url: str = ""
+    #: ``set_stream`` writes the pieces as they come: the object is never whole in memory
+    streams_sets: bool = False
 
     @abstractmethod
     def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
@@ -113,6 +115,14 @@ class Store(ABC):
     def set(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key``, replacing any object all-or-nothing."""
         raise ReadOnlyError(f"store {self.url or type(self).__name__} is read-only")
+
+    def set_stream(self, key: str, parts: Callable[[], Iterable[bytes | memoryview]]) -> None:
+        """``set`` of the concatenation of the pieces ``parts()`` yields, all-or-nothing.
+
+        If ``parts()`` raises, nothing is stored. Stores with ``streams_sets`` write each piece
+        as it comes; they may call ``parts`` again to retry from the start. The default joins
+        the pieces and calls ``set``."""
+        self.set(key, b"".join(parts()))
 
     def delete(self, key: str) -> None:
         """Remove ``key`` (no error if it is missing)."""

@@ -29,7 +29,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from zarrfs.core.errors import ReadOnlyError, StoreError
@@ -94,6 +94,7 @@ class LocalStore(Store):
     """A directory on a local (or network) file system as a Zarr store."""
 
     listable = True
+    streams_sets = True
 
     def __init__(
         self, root: str | os.PathLike[str], *, read_only: bool = False, create: bool = False
@@ -273,9 +274,12 @@ class LocalStore(Store):
             raise ReadOnlyError(f"store {self.url} is read-only")
 
     def set(self, key: str, data: bytes) -> None:
+        view = memoryview(data).cast("B")
+        self.set_stream(key, lambda: (view,))
+
+    def set_stream(self, key: str, pieces: Callable[[], Iterable[bytes | memoryview]]) -> None:
         self._check_writable()
         parts = self._parts(key)
-        view = memoryview(data).cast("B")
         try:
             for _ in range(_SET_ATTEMPTS):
                 # ENOENT anywhere below means a concurrent delete pruned a directory on the
@@ -287,7 +291,7 @@ class LocalStore(Store):
                 if dir_fd is None:  # pragma: no cover - create=True never gives None
                     raise StoreError(f"{self.url}: {key!r}: cannot create its directory")
                 try:
-                    _replace_file(dir_fd, parts[-1], view)
+                    _replace_file(dir_fd, parts[-1], pieces())
                     return
                 except FileNotFoundError:
                     continue
@@ -382,15 +386,19 @@ def _close_all(fds: list[int]) -> None:
         os.close(fd)
 
 
-def _replace_file(dir_fd: int, name: str, data: memoryview) -> None:
-    """Atomically and durably make ``name`` in ``dir_fd`` hold ``data``."""
+def _replace_file(dir_fd: int, name: str, pieces: Iterable[bytes | memoryview]) -> None:
+    """Atomically and durably make ``name`` in ``dir_fd`` hold the concatenated ``pieces``
+    (each written as it comes; if producing one raises, the old file stays)."""
     temp = TEMP_PREFIX + secrets.token_hex(8)
     fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=dir_fd)
     try:
         try:
-            written = 0
-            while written < len(data):
-                written += os.write(fd, data[written:])
+            for piece in pieces:
+                data = memoryview(piece).cast("B")
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+                del data, piece
             os.fsync(fd)
         finally:
             os.close(fd)
