@@ -355,3 +355,53 @@ def test_overwrite_memory_stays_within_cache_size(tmp_path, monkeypatch, layout)
     finally:
         tracemalloc.stop()
         engine.close()
+
+
+def test_overlapping_loads_of_one_shard_decode_each_inner_chunk_once(tmp_path):
+    z = zarr.create_array(str(tmp_path / "a"), shape=(8, 8), chunks=(2, 8), shards=(8, 8),
+                          dtype="<f4", compressors=None)  # fmt: skip
+    z[...] = np.arange(64, dtype="f4").reshape(8, 8)
+
+    class SlowStore(LocalStore):  # keeps the first load in flight while the second one comes
+        def get(self, key, byte_range=None):
+            time.sleep(0.1)
+            return super().get(key, byte_range)
+
+    engine = Engine(threads=2, prefetch_bytes=0)
+    arr = open_array(SlowStore(tmp_path / "a"), "", engine)
+    first = threading.Thread(target=arr.read, args=(0, 32))  # row 0: inner chunk 0
+    first.start()
+    time.sleep(0.03)
+    assert arr.read(0, 128) == z[:4].tobytes()  # rows 0-3: joins chunk 0, loads chunk 1
+    first.join()
+    assert engine.stats.snapshot()["total"]["chunks_decoded"] == 2
+    engine.close()
+
+
+def test_sequential_reader_gets_the_next_chunk_layer_ahead_without_reloading(tmp_path):
+    # layers of 4 chunks (16 KiB each); a row-major reader uses a whole layer at once and meets
+    # the next one only after 64 KiB of bytes: far beyond a 16 KiB read-ahead window
+    z = zarr.create_array(str(tmp_path / "a"), shape=(8, 64, 64), chunks=(4, 32, 32), dtype="<f4",
+                          compressors=None)  # fmt: skip
+    z[...] = np.arange(8 * 64 * 64, dtype="f4").reshape(8, 64, 64)
+    want = z[...].tobytes()
+    store = CountingStore(tmp_path / "a")
+    engine = Engine(cache_size=9 * 16384, threads=1, prefetch_bytes=16384)
+    arr = open_array(store, "", engine)
+
+    def settle() -> None:  # one worker thread: a job queued now runs after every prefetch
+        engine.executor.submit(lambda: None).result()
+
+    got = b""
+    while len(got) < 40 * 1024:  # layer 0 only (its planes 0-2)
+        got += arr.read(len(got), 4096)
+        settle()
+    layer1 = {f"c/1/{i}/{j}" for i in range(2) for j in range(2)}
+    assert layer1 & {k for k, _, _ in store.requests}  # loading while layer 0 is served
+    while len(got) < len(want):
+        got += arr.read(len(got), 4096)
+        settle()
+    assert got == want
+    keys = [k for k, _, _ in store.requests if k.startswith("c/")]
+    assert sorted(keys) == sorted(set(keys)) and len(keys) == 8  # each chunk loaded once
+    engine.close()

@@ -270,7 +270,8 @@ class ZarrArray:
         self._complete: set[Coords] = set()
         #: a write-behind flush of this array is queued or running
         self._behind = False
-        self._inflight: dict[Any, Future[dict[Coords, np.ndarray[Any, Any]]]] = {}
+        #: unit -> the load bringing it (one load job may bring several units of a shard)
+        self._inflight: dict[Coords, Future[dict[Coords, np.ndarray[Any, Any]]]] = {}
         self._epoch = 0
         self._dirty_since: float | None = None
         #: last change of the data through this object (the data files' mtime)
@@ -510,16 +511,30 @@ class ZarrArray:
         jobs = self._work_items(units)
         waits: list[Future[dict[Coords, Any]]] = []
         mine: list[tuple[Any, list[Coords], Future[dict[Coords, Any]]]] = []
+        out: dict[Coords, Any] = {}
+        cache = self.engine.chunk_cache
         with self._lock:
             for job, us in jobs.items():
-                fut = self._inflight.get(job)
-                if fut is not None and not (set(us) - set(fut.units)):  # type: ignore[attr-defined]
-                    waits.append(fut)
-                else:
+                need = []
+                for u in us:
+                    fut = self._inflight.get(u)
+                    if fut is not None:  # being loaded: join that load
+                        if all(w is not fut for w in waits):
+                            waits.append(fut)
+                        continue
+                    # a load that finished since the caller missed the cache put its units
+                    # there before leaving ``_inflight`` (concurrent kernel read-ahead)
+                    hit = cache.get((self.uid, u), count=False)
+                    if hit is not None:
+                        out[u] = hit
+                    else:
+                        need.append(u)
+                if need:
                     fut = Future()
-                    fut.units = us  # type: ignore[attr-defined]
-                    self._inflight[job] = fut
-                    mine.append((job, us, fut))
+                    fut.units = need  # type: ignore[attr-defined]
+                    for u in need:
+                        self._inflight[u] = fut
+                    mine.append((job, need, fut))
         # our jobs in worker threads and here (``run_all``); a prefetch we join that is still
         # queued behind busy threads is taken back and run here
         self.engine.run_all([functools.partial(self._run_job, *args) for args in mine])
@@ -533,7 +548,6 @@ class ZarrArray:
                     fut.claimed = True  # type: ignore[attr-defined]
             if claimed:
                 self._run_job(fut.job, fut.units, fut)  # type: ignore[attr-defined]
-        out: dict[Coords, Any] = {}
         for _, _, fut in mine:
             out.update(fut.result())
         for fut in waits:
@@ -555,8 +569,9 @@ class ZarrArray:
             fut.set_exception(exc)
         finally:
             with self._lock:
-                if self._inflight.get(job) is fut:
-                    del self._inflight[job]
+                for u in units:
+                    if self._inflight.get(u) is fut:
+                        del self._inflight[u]
 
     def _load_job(self, units: list[Coords]) -> dict[Coords, Any]:
         stats = self.engine.stats
@@ -617,27 +632,9 @@ class ZarrArray:
                 raise
             raise type(exc)(f"{key}: {exc}") from exc
 
-    def _maybe_prefetch(self, offset: int, size: int) -> None:
-        """On sequential reads, start loading the units the next bytes will need.
-
-        Reads within ``_SEQUENTIAL_SLACK`` of the previous end count as sequential (the kernel
-        sends read-ahead requests concurrently, slightly out of order). The window ahead is
-        planned in pieces of at least half a window, not on every request."""
-        end = offset + size
-        sequential = abs(offset - self._last_end) <= _SEQUENTIAL_SLACK
-        self._last_end = end
-        if not sequential:
-            self._prefetch_end = end
-            return
-        window = self.engine.prefetch_bytes
-        if self._prefetch_end - end > window // 2:
-            return
-        start = max(end, self._prefetch_end)
-        stop = min(self.nbytes, end + window)
-        if stop <= start:
-            return
-        self._prefetch_end = stop
-        e0, e1, _ = element_range(start, stop - start, self.itemsize)
+    def _units_in(self, start: int, stop: int) -> list[Coords]:
+        """The units holding the flat bytes ``[start, stop)``, in the order a reader meets them."""
+        e0, e1, _ = element_range(start, max(0, stop - start), self.itemsize)
         wanted: list[Coords] = []
         seen: set[Coords] = set()
         for b in flat_to_boxes(self.shape, e0, e1):
@@ -645,15 +642,60 @@ class ZarrArray:
                 if p.coords not in seen:
                     seen.add(p.coords)
                     wanted.append(p.coords)
+        return wanted
+
+    def _maybe_prefetch(self, offset: int, size: int) -> None:
+        """On sequential reads, start loading the units the next bytes will need.
+
+        Reads within ``_SEQUENTIAL_SLACK`` of the previous end count as sequential (the kernel
+        sends read-ahead requests concurrently, slightly out of order). The plan is redone
+        every half window of bytes read; each starts at most one window of new loads.
+
+        How far ahead: as far as the units met ahead fit in the chunk cache beside the units
+        the reader uses now (those of the last window it read). A row-major reader of a
+        chunked array uses a whole layer of chunks at once and meets the next layer's chunks
+        only a layer of bytes later; loading them while the current layer is served, and never
+        so many that the cache evicts the current layer, keeps the reader from waiting at
+        every layer and from reloading the chunks it is still reading."""
+        end = offset + size
+        sequential = abs(offset - self._last_end) <= _SEQUENTIAL_SLACK
+        self._last_end = end
+        if not sequential:
+            self._prefetch_end = end
+            return
+        window = self.engine.prefetch_bytes
+        if self._prefetch_end - end > window // 2 or end >= self.nbytes:
+            return
+        self._prefetch_end = end + window
         cache = self.engine.chunk_cache
-        todo = [u for u in wanted if u not in self._dirty and cache.get((self.uid, u)) is None]
-        for job, us in self._work_items(todo).items():
-            with self._lock:
-                if job in self._inflight:
+        unit_bytes = prod(self._unit_spec.shape) * self.itemsize
+        using = set(self._units_in(max(0, end - window), end))
+        # two windows of slack: the reader's next requests and other arrays also need room
+        room = cache.capacity - len(using) * unit_bytes - 2 * window
+        reach = max(window, room)  # flat bytes scanned ahead (their units take >= as many)
+        wanted: list[Coords] = []
+        new = 0
+        for u in self._units_in(end, min(self.nbytes, end + reach)):
+            if u in using:
+                continue
+            room -= unit_bytes
+            if room < 0:
+                break
+            if u in self._dirty or (self.uid, u) in cache:
+                continue
+            new += unit_bytes
+            if new > window:
+                break
+            wanted.append(u)
+        for job, us in self._work_items(wanted).items():
+            with self._lock:  # not already loading, not loaded meanwhile
+                us = [u for u in us if u not in self._inflight and (self.uid, u) not in cache]
+                if not us:
                     continue
                 fut: Future[dict[Coords, Any]] = Future()
                 fut.units = us  # type: ignore[attr-defined]
-                self._inflight[job] = fut
+                for u in us:
+                    self._inflight[u] = fut
             fut.job = job  # type: ignore[attr-defined]
             fut.task = self.engine.executor.submit(  # type: ignore[attr-defined]
                 self._prefetch_job, job, us, fut
