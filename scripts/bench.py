@@ -853,11 +853,22 @@ class Bench:
         t_zp, members = timed(
             lambda: list(zarr.open_group(str(path), mode="r").members(max_depth=None))
         )
+        # the same walk over an in-memory pyfuse3 file system of the same shape: the floor
+        floor_script = Path(__file__).parent / "listing_floor.py"
+        floor = json.loads(
+            sh(f"'{self.args.python}' '{floor_script}' --groups {g} --arrays {per}").stdout
+        )
         label = f"{g * per:,} arrays"
         for name, secs, note in (
             ("find MNT | wc -l", t_find, f"{entries:,} entries"),
             ("ls -lR MNT", t_ls, ""),
         ):
+            key = "find_s" if name.startswith("find") else "ls_lR_s"
+            floor_note = (
+                f"pyfuse3 floor (in-memory file system of the same shape answering in the event "
+                f"loop, scripts/listing_floor.py): {floor[key]:.2f} s"
+            )
+            note = "; ".join(x for x in (note, floor_note) if x)
             r = Row(f"7. list {label}: {name} (s)", "hierarchy", secs, t_zp, None,
                     "no slower than zarr-python", fmt="{:.2f}")  # fmt: skip
             r.met = secs <= t_zp
