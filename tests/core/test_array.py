@@ -405,3 +405,38 @@ def test_sequential_reader_gets_the_next_chunk_layer_ahead_without_reloading(tmp
     keys = [k for k, _, _ in store.requests if k.startswith("c/")]
     assert sorted(keys) == sorted(set(keys)) and len(keys) == 8  # each chunk loaded once
     engine.close()
+
+
+class _SlowGets(LocalStore):
+    """Loads take a while, so many are in flight at once."""
+
+    def get(self, key, byte_range=None):
+        time.sleep(0.01)
+        return super().get(key, byte_range)
+
+
+def test_read_memory_stays_within_cache_size(tmp_path):
+    """Loads in flight hold their encoded input and decoded output before the result is
+    cached: they reserve it, so the cached and in-flight chunks stay within ``cache_size``."""
+    import tracemalloc
+
+    shape, chunks = (64, 256, 256), (16, 64, 256)  # 16 MiB of float32, 1 MiB chunks
+    z = zarr.create_array(str(tmp_path / "a"), shape=shape, chunks=chunks, dtype="<f4",
+                          compressors=[zarr.codecs.GzipCodec(level=1)])  # fmt: skip
+    z[...] = np.random.default_rng(0).random(shape, dtype="f4")
+    budget, piece = 4 << 20, 4 << 20  # each read needs a layer of four chunks
+    engine = Engine(cache_size=budget, threads=8, prefetch_bytes=piece)
+    arr = open_array(_SlowGets(tmp_path / "a"), "", engine)
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for offset in range(0, 16 << 20, piece):
+            assert len(arr.read(offset, piece)) == piece
+        peak = tracemalloc.get_traced_memory()[1] - start
+        tracemalloc.stop()
+        assert engine.work_bytes == 0
+        # slack: the piece being returned (gathered, then as bytes), small objects
+        assert peak <= budget + 2 * piece + (2 << 20), f"peak {peak / 2**20:.1f} MiB"
+    finally:
+        tracemalloc.stop()
+        engine.close()

@@ -86,7 +86,8 @@ class Engine:
     complete, so a small dirty share would flush every chunk half-written several times.
 
     Work in flight holds memory too: an encode holds the encoded bytes (and the codecs'
-    intermediate buffers) until the store has them. Such work reserves its bound with
+    intermediate buffers) until the store has them, a load the fetched bytes and the decoded
+    units until they are cached. Such work reserves its bound with
     ``working(n)`` for as long as it runs; reservations shrink the decoded-chunk cache like
     dirty bytes do, and together they may take at most what the dirty limit leaves
     (``work_limit``, a quarter of ``cache_size`` by default): more work waits until some
@@ -558,7 +559,10 @@ class ZarrArray:
         try:
             with self._lock:
                 epoch = self._epoch
-            res = self._load_job(units)
+            # the encoded bytes and the decoded units this load holds before they are cached
+            unit_bytes = prod(self._unit_spec.shape) * self.itemsize
+            with self.engine.working(2 * unit_bytes * len(units)):
+                res = self._load_job(units)
             with self._lock:
                 cacheable = epoch == self._epoch
             if cacheable:
