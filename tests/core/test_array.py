@@ -440,3 +440,53 @@ def test_read_memory_stays_within_cache_size(tmp_path):
     finally:
         tracemalloc.stop()
         engine.close()
+
+
+def test_inline_writes_only_when_nothing_needs_waiting(tmp_path):
+    z = zarr.create_array(str(tmp_path / "a"), shape=(8, 64), chunks=(4, 64), dtype="<u4",
+                          compressors=None, fill_value=7)  # fmt: skip
+    z[...] = np.arange(8 * 64, dtype="u4").reshape(8, 64)
+    engine = Engine(cache_size=1 << 20)
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    row = 64 * 4
+    ones = np.ones(64, "<u4").tobytes()
+    # part of a row of a unit never loaded: needs the stored bytes, so not inline; no change
+    assert not arr.write_cached(4, ones[:8])
+    assert engine.dirty_bytes == 0
+    assert not arr.write_cached(1, ones[:8])  # partial elements: never inline
+    # whole rows of a unit: done inline (the unwritten rows are merged in later)
+    assert arr.write_cached(row, ones)
+    assert engine.dirty_bytes == 4 * row
+    # part of a row of that unit needs its unwritten rows merged in first: not inline
+    assert not arr.write_cached(2 * row + 4, ones[:8])
+    arr.write(2 * row + 4, ones[:8])  # the writer that may wait merges them
+    assert arr.write_cached(3 * row + 8, ones[:8])  # dirty and merged: inline
+    want = z[...].copy()
+    want[1] = 1
+    want[2, 1:3] = 1
+    want[3, 2:4] = 1
+    assert arr.read(0, 8 * row) == want.tobytes()
+    arr.flush()
+    assert np.array_equal(zarr.open_array(str(tmp_path / "a"))[...], want)
+    # a write that would pass the dirty limit is left to the writer that flushes
+    engine.dirty_limit = 4 * row
+    assert arr.write_cached(0, ones)  # the first unit is in the cache since the flush
+    assert not arr.write_cached(4 * row, ones)  # a second dirty unit would pass the limit
+    engine.close()
+
+
+def test_bytes_chunks_are_stored_from_a_view_of_the_unit(tmp_path):
+    from zarrfs.core.codecs.chain import CodecChain  # noqa: F401  (the chain under test)
+
+    for endian in ("little", "big"):
+        z = zarr.create_array(str(tmp_path / endian), shape=(4, 4), chunks=(4, 4), dtype="u2",
+                              serializer=zarr.codecs.BytesCodec(endian=endian),
+                              compressors=None)  # fmt: skip
+        arr = open_array(LocalStore(tmp_path / endian), "", Engine())
+        unit = np.arange(16, dtype="u2").reshape(4, 4)
+        data = arr._prepared.encode_buffer(unit)
+        assert bytes(data) == arr._prepared.encode(unit)
+        assert bytes(data) == unit.astype("<u2" if endian == "little" else ">u2").tobytes()
+        if endian == "little":  # the stored byte order already: no copy
+            assert np.shares_memory(np.frombuffer(data, "u1"), unit)
+        del z

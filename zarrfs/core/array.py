@@ -176,6 +176,10 @@ class Engine:
         return done
 
 
+class _WouldBlock(Exception):
+    """An inline write met work that needs waiting (``write_cached``)."""
+
+
 def _run_here(call: Callable[[], Any]) -> Future[Any]:
     """``call()`` in this thread, as a finished future."""
     fut: Future[Any] = Future()
@@ -721,6 +725,18 @@ class ZarrArray:
             )
         self._write_view((0,) * len(self.shape), self.shape, offset, data, byte_order)
 
+    def write_cached(self, offset: int, data: bytes, byte_order: str = "little") -> bool:
+        """``write``, if it can be done now without waiting: whole elements into units that
+        are dirty already or written whole (rows), no store access, no flush, no lock held
+        by another writer. Returns False otherwise, with nothing changed or with part of the
+        bytes applied (writing them again then gives the same result), so an event loop may
+        call it inline and hand the write to a worker thread on False."""
+        if offset < 0 or offset + len(data) > self.nbytes:
+            return False
+        return self._write_view(
+            (0,) * len(self.shape), self.shape, offset, data, byte_order, inline=True
+        )
+
     def write_chunk(
         self, coords: Coords, offset: int, data: bytes, byte_order: str = "little"
     ) -> None:
@@ -732,16 +748,32 @@ class ZarrArray:
         self._write_view(origin, self.metadata.chunk_shape, offset, data, byte_order)
 
     def _write_view(
-        self, origin: Coords, shape: tuple[int, ...], offset: int, data: bytes, byte_order: str
-    ) -> None:
+        self,
+        origin: Coords,
+        shape: tuple[int, ...],
+        offset: int,
+        data: bytes,
+        byte_order: str,
+        inline: bool = False,
+    ) -> bool:
+        """Apply a write; with ``inline``, only if it needs no waiting (``write_cached``)."""
         if self.engine.read_only or not self.store.writable:
+            if inline:
+                return False
             raise ReadOnlyError(f"{self.path or '/'}: read-only")
         if not data:
-            return
+            return True
         in_dtype = self.dtype.newbyteorder(_byte_order_char(byte_order))
         isz = self.itemsize
         e0, e1, skip = element_range(offset, len(data), isz)
-        with self._write_lock:
+        if inline and (skip or (offset + len(data)) % isz):
+            return False
+        if not self._write_lock.acquire(blocking=not inline):
+            return False
+        added = 0
+        limit = self.engine.dirty_limit
+        assert limit is not None
+        try:
             if skip or (offset + len(data)) % isz:
                 # partial elements at the edges: merge with the current bytes
                 buf = bytearray(
@@ -772,29 +804,44 @@ class ZarrArray:
             cached = {c for c in rows if (self.uid, c) in cache}
             partial |= cached
             deferred = rows - cached
-            if unmerged:
-                self._merge_unknown(unmerged)
-            bases = self._get_units(partial) if partial else {}
+            if inline:  # nothing to load, and no flush needed for the units it makes dirty
+                with self._lock:
+                    new = {p.coords for _, ps in plan for p in ps if p.coords not in self._dirty}
+                unit_bytes = prod(self._unit_spec.shape) * isz
+                if unmerged or self.engine.dirty_bytes + len(new) * unit_bytes > limit:
+                    return False
+                bases = {}
+                for c in partial:  # their current content: from the cache only
+                    hit = cache.get((self.uid, c), count=False)
+                    if hit is None:
+                        return False
+                    bases[c] = (hit, False)
+            else:
+                if unmerged:
+                    self._merge_unknown(unmerged)
+                bases = self._get_units(partial) if partial else {}
             # phase 2: apply
-            added = 0
             for b, pieces in plan:
                 sbox = src[b.flat_start - e0 : b.flat_start - e0 + b.size].reshape(b.shape)
                 for p in pieces:
                     covers = self._covers_unit(p.coords, p.chunk_sel)
                     added += self._apply(
-                        p.coords, p.chunk_sel, sbox[p.box_sel], bases, covers, deferred
+                        p.coords, p.chunk_sel, sbox[p.box_sel], bases, covers, deferred, inline
                     )
             with self._lock:
                 self._stored_bytes = None
+        except _WouldBlock:
+            return False
+        finally:
+            self._write_lock.release()
+            total = self.engine.add_dirty(added) if added else self.engine.dirty_bytes
         self.mtime_ns = time.time_ns()
         self.engine.stats.add(self.path, "bytes_written", len(data))
-        limit = self.engine.dirty_limit
-        assert limit is not None
-        total = self.engine.add_dirty(added) if added else self.engine.dirty_bytes
-        if total > limit:
+        if total > limit and not inline:
             self.flush(down_to=limit // 2)
         elif total > limit // 4:
             self._write_behind()
+        return True
 
     def _write_behind(self) -> None:
         """Start storing the completely written dirty units in the background, so a
@@ -863,6 +910,7 @@ class ZarrArray:
         bases: dict[Coords, tuple[Any, bool]],
         covers: bool,
         deferred: set[Coords],
+        inline: bool = False,
     ) -> int:
         """Copy ``values`` into the dirty copy of ``unit``; returns bytes newly made dirty."""
         if not covers and unit not in bases and unit not in deferred:
@@ -870,7 +918,13 @@ class ZarrArray:
             with self._lock:
                 clean = unit not in self._dirty
             if clean:
-                bases = self._get_units([unit])
+                if inline:  # committed units go to the cache: no waiting unless evicted
+                    hit = self.engine.chunk_cache.get((self.uid, unit), count=False)
+                    if hit is None:
+                        raise _WouldBlock
+                    bases = {unit: (hit, False)}
+                else:
+                    bases = self._get_units([unit])
         with self._stripe(unit):
             with self._lock:
                 arr = self._dirty.get(unit)
@@ -987,7 +1041,9 @@ class ZarrArray:
             self.store.delete(key)
         else:
             with self.engine.working(self._prepared.encode_memory):
-                data = self._prepared.encode(arr)
+                # a view of the frozen unit where the chain allows (it is copied, never
+                # changed, by writes that come while it is stored)
+                data = self._prepared.encode_buffer(arr)
                 if data is None:
                     self.store.delete(key)
                 else:

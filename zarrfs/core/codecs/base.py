@@ -155,6 +155,13 @@ class ArrayBytesCodec(Codec):
     def encode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> bytes | None:
         """Encode a chunk; None means "nothing to store" (a shard whose chunks are all empty)."""
 
+    def encode_buffer(
+        self, arr: np.ndarray[Any, Any], spec: ChunkSpec
+    ) -> bytes | memoryview | None:
+        """``encode``, possibly as a view of ``arr``'s memory instead of a copy (valid while
+        ``arr`` is neither changed nor freed)."""
+        return self.encode(arr, spec)
+
     @abstractmethod
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray[Any, Any]:
         """Decode to a C-contiguous array of ``spec.shape`` and ``spec.dtype`` (possibly a

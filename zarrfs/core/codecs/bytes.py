@@ -66,8 +66,12 @@ class BytesCodec(ArrayBytesCodec):
         return dtype.newbyteorder(_ORDER_CHAR[self.endian])
 
     def encode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> bytes:
+        return bytes(self.encode_buffer(arr, spec))
+
+    def encode_buffer(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> memoryview:
+        # a chunk in the stored byte order already is its own encoding: no copy
         stored = self._stored_dtype(spec.dtype)
-        return np.ascontiguousarray(arr, dtype=stored).tobytes()
+        return memoryview(np.ascontiguousarray(arr, dtype=stored).reshape(-1).view(np.uint8))
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray[Any, Any]:
         expected = spec.nbytes

@@ -171,15 +171,22 @@ class PreparedChain:
 
     def encode(self, arr: np.ndarray[Any, Any]) -> bytes | None:
         """Array of ``spec.shape`` -> stored bytes (None: nothing to store)."""
+        data = self.encode_buffer(arr)
+        return None if data is None else bytes(data)
+
+    def encode_buffer(self, arr: np.ndarray[Any, Any]) -> bytes | memoryview | None:
+        """``encode``, possibly as a view of ``arr``'s memory (a chain of ``bytes`` alone in
+        the stored byte order: storing it then copies nothing), valid while ``arr`` is
+        neither changed nor freed."""
         if arr.shape != self.spec.shape:
             raise ValueError(f"chunk shape {arr.shape} does not match {self.spec.shape}")
         for codec, aspec in zip(self.chain.array_array, self.aa_specs):
             arr = codec.encode(arr, aspec)
         if not arr.flags.c_contiguous:
             arr = arr.copy(order="C")
-        data = self.chain.array_bytes.encode(arr, self.ab_spec)
+        data = self.chain.array_bytes.encode_buffer(arr, self.ab_spec)
         if data is None:
             return None
         for codec in self.chain.bytes_bytes:
             data = codec.encode(data)
-        return bytes(data)
+        return data
