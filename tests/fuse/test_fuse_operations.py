@@ -300,6 +300,33 @@ def test_reads_a_handle_can_answer_from_memory_skip_the_worker_thread() -> None:
     assert offloaded.count("read") == 1  # only the uncached read went to a thread
 
 
+def test_writes_a_handle_can_take_in_memory_skip_the_worker_thread() -> None:
+    ops = make_ops()
+    inode = lookup(ops, "flushfail.bin").st_ino  # a writable file
+    offloaded: list[str] = []
+    real_offload = ops.offload
+
+    async def recording_offload(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        offloaded.append(getattr(fn, "__name__", repr(fn)))
+        return await real_offload(fn, *args, **kwargs)
+
+    ops.offload = recording_offload  # type: ignore[assignment]
+    taken: list[tuple[int, bytes]] = []
+
+    async def main() -> list[int]:
+        fi = await ops.open(inode, os.O_WRONLY, None)
+        handle = ops._files[fi.fh].handle
+        handle.write_cached = lambda off, data: off == 0 and not taken.append((off, data))  # type: ignore[method-assign]
+        out = [await ops.write(fi.fh, 0, b"fast")]  # taken inline
+        out.append(await ops.write(fi.fh, 8, b"slow"))  # refused inline: a worker thread
+        return out
+
+    offloaded.clear()
+    assert run(main) == [4, 4]
+    assert taken == [(0, b"fast")]
+    assert offloaded.count("write") == 1  # only the refused write went to a thread
+
+
 class _MetaDir(MemDir):
     """A directory whose listing comes from metadata already read (like an array's views)."""
 

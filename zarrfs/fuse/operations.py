@@ -10,10 +10,11 @@ Invariants (developer notes):
   What a handler returns is checked there too (``read``/``getxattr`` bytes, ``write`` an int):
   pyfuse3 converts it outside the handler, where a type error would end the main loop.
 - Handlers touch the inode and handle tables only in the trio thread; worker threads get nodes.
-- The one exception to "node calls run in worker threads": ``read`` first asks the handle's
+- The exceptions to "node calls run in worker threads": ``read`` first asks the handle's
   ``read_cached``, which answers from memory without waiting (cached decoded chunks) or returns
-  None; only then is the read offloaded. A worker-thread round trip costs ~150 us, more than a
-  cached 4 KiB read takes in total.
+  None; only then is the read offloaded. ``write`` likewise first tries ``write_cached`` (bytes
+  into units already dirty or written whole, no load, no flush). A worker-thread round trip
+  costs ~150 us, more than a cached 4 KiB read takes in total.
 - Listing ahead: preparing a directory's children also lists the child directories whose
   listing comes from metadata already read (``VDir.lists_from_metadata``: an array's views and
   its ``chunks/``; ``nodecalls.prepare_listing``). Their ``opendir``/``readdir`` are then
@@ -387,6 +388,8 @@ class ZarrOperations(pyfuse3.Operations):
         held = self._file(fh)
         if not held.writable:
             raise _fail(errno.EBADF)
+        if held.handle.write_cached(off, buf):  # into memory without waiting: done here
+            return len(buf)
         written = await self.offload(held.handle.write, off, buf)
         if type(written) is not int:
             raise TypeError(f"write returned {type(written).__name__}, not int")

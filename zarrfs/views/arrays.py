@@ -127,6 +127,15 @@ class DataHandle(VHandle):
             return None
         return arr.read_cached(offset - head, size, self.file.ctx.byte_order)
 
+    def write_cached(self, offset: int, data: bytes) -> bool:
+        arr = self.file.cached_array()
+        if arr is None or not self.file.writable:
+            return False
+        head = len(self.file.header(arr))
+        if offset < head:  # the .npy header: checked in a worker thread
+            return False
+        return arr.write_cached(offset - head, data, self.file.ctx.byte_order)
+
     def write(self, offset: int, data: bytes) -> int:
         if not self.file.writable:
             raise ReadOnlyError("read-only mount")

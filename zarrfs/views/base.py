@@ -84,6 +84,12 @@ class VHandle(ABC):
     def write(self, offset: int, data: bytes) -> int:
         raise ReadOnlyError("file is read-only")
 
+    def write_cached(self, offset: int, data: bytes) -> bool:
+        """``write`` of all of ``data`` if it can be done in memory without waiting (see
+        ``read_cached``); False if not, having changed nothing or applied part of ``data``
+        (which ``write`` then applies again, with the same result)."""
+        return False
+
     def flush(self) -> None:
         """Make every byte written through any handle of this file durable (fsync)."""
 
