@@ -223,3 +223,14 @@ def test_thread_safety_smoke() -> None:
     assert stats["bytes"] <= 5000
     assert stats["bytes"] == sum(size_of(k) for k in range(100) if k in cache)
     assert stats["entries"] == sum(1 for k in range(100) if k in cache)
+
+
+def test_get_all_returns_every_value_or_none_and_refreshes_them():
+    c = LRUCache(3, sizeof=lambda v: 1)
+    for k in "abc":
+        c.put(k, k.upper())
+    assert c.get_all(["a", "b"]) == {"a": "A", "b": "B"}
+    assert c.get_all(["a", "z"]) is None
+    c.put("d", "D")  # evicts the least recently used: c (a and b were just used)
+    assert "c" not in c and "a" in c and "b" in c
+    assert c.get_all([]) == {}

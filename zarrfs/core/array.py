@@ -462,14 +462,11 @@ class ZarrArray:
             with self._lock:
                 if not self._dirty.keys().isdisjoint(coords):
                     return None
-        cache, uid = self.engine.chunk_cache, self.uid
-        result: dict[Coords, tuple[Any, bool]] = {}
-        for c in coords:
-            hit = cache.get((uid, c), count=False)
-            if hit is None:
-                return None
-            result[c] = (hit, False)
-        return result
+        uid = self.uid
+        hits = self.engine.chunk_cache.get_all([(uid, c) for c in coords])
+        if hits is None:
+            return None
+        return {key[1]: (arr, False) for key, arr in hits.items()}
 
     def _get_units(self, coords: Iterable[Coords]) -> dict[Coords, tuple[Any, bool]]:
         """Every requested unit as (array or _MISSING, is_dirty); loads what is not cached."""
