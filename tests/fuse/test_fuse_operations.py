@@ -49,6 +49,19 @@ def lookup(ops: ZarrOperations, *path: str) -> pyfuse3.EntryAttributes:
     return run(walk)
 
 
+def _record_offloads(ops: ZarrOperations) -> list[str]:
+    """The names of the node calls ``ops`` sends to worker threads from now on."""
+    offloaded: list[str] = []
+    real_offload = ops.offload
+
+    async def recording_offload(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        offloaded.append(getattr(fn, "__name__", repr(fn)))
+        return await real_offload(fn, *args, **kwargs)
+
+    ops.offload = recording_offload  # type: ignore[assignment]
+    return offloaded
+
+
 def test_attributes() -> None:
     ops = make_ops("uid=7,gid=8,umask=022")
     attrs = lookup(ops, "data.bin")
@@ -270,14 +283,7 @@ def test_rename_serves_the_node_the_view_puts_at_the_new_path() -> None:
 def test_reads_a_handle_can_answer_from_memory_skip_the_worker_thread() -> None:
     ops = make_ops()
     inode = lookup(ops, "data.bin").st_ino
-    offloaded: list[str] = []
-    real_offload = ops.offload
-
-    async def recording_offload(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        offloaded.append(getattr(fn, "__name__", repr(fn)))
-        return await real_offload(fn, *args, **kwargs)
-
-    ops.offload = recording_offload  # type: ignore[assignment]
+    offloaded = _record_offloads(ops)
     cached: dict[tuple[int, int], Any] = {}
 
     async def main() -> list[Any]:
@@ -303,14 +309,7 @@ def test_reads_a_handle_can_answer_from_memory_skip_the_worker_thread() -> None:
 def test_writes_a_handle_can_take_in_memory_skip_the_worker_thread() -> None:
     ops = make_ops()
     inode = lookup(ops, "flushfail.bin").st_ino  # a writable file
-    offloaded: list[str] = []
-    real_offload = ops.offload
-
-    async def recording_offload(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        offloaded.append(getattr(fn, "__name__", repr(fn)))
-        return await real_offload(fn, *args, **kwargs)
-
-    ops.offload = recording_offload  # type: ignore[assignment]
+    offloaded = _record_offloads(ops)
     taken: list[tuple[int, bytes]] = []
 
     async def main() -> list[int]:
@@ -338,14 +337,7 @@ def _listing_ops(options: str = "") -> tuple[ZarrOperations, list[str], list[str
     leaf = _MetaDir({"x.bin": MemFile(b"x", writable=False)})
     kid = _MetaDir({"a.bin": MemFile(b"abc", writable=False), "leaf": leaf}, writable=True)
     ops.inodes.get(ROOT).node.children["walk"] = MemDir({"kid": kid})  # type: ignore[union-attr]
-    offloaded: list[str] = []
-    real_offload = ops.offload
-
-    async def recording_offload(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        offloaded.append(getattr(fn, "__name__", repr(fn)))
-        return await real_offload(fn, *args, **kwargs)
-
-    ops.offload = recording_offload  # type: ignore[assignment]
+    offloaded = _record_offloads(ops)
     seen: list[str] = []
 
     def reply(token: Any, name: bytes, attrs: pyfuse3.EntryAttributes, next_id: int) -> bool:

@@ -561,8 +561,7 @@ class ZarrArray:
             with self._lock:
                 epoch = self._epoch
             # the encoded bytes and the decoded units this load holds before they are cached
-            unit_bytes = prod(self._unit_spec.shape) * self.itemsize
-            with self.engine.working(2 * unit_bytes * len(units)):
+            with self.engine.working(2 * self._unit_spec.nbytes * len(units)):
                 res = self._load_job(units)
             with self._lock:
                 cacheable = epoch == self._epoch
@@ -673,7 +672,7 @@ class ZarrArray:
             return
         self._prefetch_end = end + window
         cache = self.engine.chunk_cache
-        unit_bytes = prod(self._unit_spec.shape) * self.itemsize
+        unit_bytes = self._unit_spec.nbytes
         using = set(self._units_in(max(0, end - window), end))
         # two windows of slack: the reader's next requests and other arrays also need room
         room = cache.capacity - len(using) * unit_bytes - 2 * window
@@ -804,15 +803,12 @@ class ZarrArray:
             if inline:  # nothing to load, and no flush needed for the units it makes dirty
                 with self._lock:
                     new = {p.coords for _, ps in plan for p in ps if p.coords not in self._dirty}
-                unit_bytes = prod(self._unit_spec.shape) * isz
-                if unmerged or self.engine.dirty_bytes + len(new) * unit_bytes > limit:
+                if unmerged or self.engine.dirty_bytes + len(new) * self._unit_spec.nbytes > limit:
                     return False
-                bases = {}
-                for c in partial:  # their current content: from the cache only
-                    hit = cache.get((self.uid, c), count=False)
-                    if hit is None:
-                        return False
-                    bases[c] = (hit, False)
+                hits = cache.get_all([(self.uid, c) for c in partial])  # from the cache only
+                if hits is None:
+                    return False
+                bases = {key[1]: (arr, False) for key, arr in hits.items()}
             else:
                 if unmerged:
                     self._merge_unknown(unmerged)

@@ -118,14 +118,7 @@ def read_inner_chunks(
     if len(blobs) != len(spans):
         raise StoreError(f"store answered {len(blobs)} of {len(spans)} range requests")
     for (start, end), blob in zip(spans, blobs, strict=True):
-        if blob is None:
-            raise CorruptDataError("shard disappeared while its inner chunks were read", key=key)
-        if len(blob) != end - start:
-            raise CorruptDataError(
-                f"shard index points at bytes [{start}, {end}) but the shard ends at "
-                f"{start + len(blob)}",
-                key=key,
-            )
+        _check_span(blob, key, start, end, "its inner chunks were read")
     starts = [start for start, _ in spans]
     for c, (offset, nbytes) in wanted.items():
         i = bisect_right(starts, offset) - 1
@@ -189,16 +182,9 @@ def rewrite_shard(
     built: list[fmt.ShardIndex] = []
 
     def copy(first: int, end: int) -> bytes:
-        blob = store.get(key, ByteRange(first, end - first))
-        if blob is None:
-            raise CorruptDataError("shard disappeared while it was rewritten", key=key)
-        if len(blob) != end - first:
-            raise CorruptDataError(
-                f"shard index points at bytes [{first}, {end}) but the shard ends at "
-                f"{first + len(blob)}",
-                key=key,
-            )
-        return blob
+        return _check_span(
+            store.get(key, ByteRange(first, end - first)), key, first, end, "it was rewritten"
+        )
 
     def pieces() -> Iterator[bytes | memoryview]:
         index = fmt.ShardIndex.empty(cps)
@@ -255,6 +241,20 @@ def rewrite_memory(
     if codec.index_location == "start":
         held += n_updates * inner.max_encoded_size
     return held
+
+
+def _check_span(blob: bytes | None, key: str, start: int, end: int, while_: str) -> bytes:
+    """``blob``, the shard's bytes ``[start, end)`` its index points at; CorruptDataError if
+    the shard is gone or shorter (``while_``: what was being done, for the message)."""
+    if blob is None:
+        raise CorruptDataError(f"shard disappeared while {while_}", key=key)
+    if len(blob) != end - start:
+        raise CorruptDataError(
+            f"shard index points at bytes [{start}, {end}) but the shard ends at "
+            f"{start + len(blob)}",
+            key=key,
+        )
+    return blob
 
 
 def _with_key(exc: CorruptDataError, key: str) -> CorruptDataError:
