@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 _NO_MEMO = object()
 
-ALL_VIEWS = ("data.raw", "data.npy", "data.hdr", "data.mhd", "data.nhdr")
+ALL_VIEWS = ("data.raw", "data.npy", "data.hdr", "data.mhd", "data.nhdr", "data.tif", "data.btf")
 
 
 @dataclass
