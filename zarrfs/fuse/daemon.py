@@ -31,7 +31,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import select
 import signal
 import stat
 import subprocess
@@ -47,6 +46,7 @@ from zarrfs.core.errors import ZarrFSError
 from zarrfs.fuse import runtime
 from zarrfs.fuse.operations import ZarrOperations
 from zarrfs.fuse.options import MountOptions
+from zarrfs.fuse.runtime import MountError
 from zarrfs.views.base import VDir
 
 log = logging.getLogger(__name__)
@@ -58,12 +58,11 @@ SPAWN_TIMEOUT_S = 300.0
 #: test-only: ``module:function`` replacing ``zarrfs.views.tree.open_tree`` (see tests/fuse)
 TEST_TREE_FACTORY_ENV = "ZARRFS_TEST_TREE_FACTORY"
 
+#: the device number of /dev/fuse (character device 10, 229)
+_FUSE_DEVICE = os.makedev(10, 229)
+
 #: builds the root of the mounted tree; the root also has ``flush_all()`` and ``close()``
 TreeFactory = Callable[[str, MountOptions], VDir]
-
-
-class MountError(ZarrFSError):
-    """The mountpoint cannot be used, or the kernel refused the mount."""
 
 
 def open_store_tree(url: str, options: MountOptions) -> VDir:
@@ -84,7 +83,19 @@ def default_tree_factory() -> TreeFactory:
 
 
 def check_mountpoint(mountpoint: str) -> None:
-    """Refuse a missing, non-directory, already mounted or dead mountpoint with a clear reason."""
+    """Refuse a missing, non-directory, already mounted or dead mountpoint with a clear reason.
+
+    A ``/dev/fd/N`` mountpoint must be an open descriptor of ``/dev/fuse`` (mounted already by
+    whoever opened it)."""
+    fd = runtime.fuse_fd(mountpoint)
+    if fd is not None:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            raise MountError(f"{mountpoint}: descriptor {fd} is not open") from None
+        if not stat.S_ISCHR(st.st_mode) or st.st_rdev != _FUSE_DEVICE:
+            raise MountError(f"{mountpoint}: descriptor {fd} is not /dev/fuse")
+        return
     if runtime.mount_info(mountpoint) is not None:
         raise MountError(
             f"{mountpoint} is already a mount point (try `zarrfs umount {mountpoint}`)"
@@ -179,9 +190,7 @@ def run(
         log.debug("opening %s", url, exc_info=True)
         status.failed(f"cannot open {url}: {type(exc).__name__}: {exc}")
         return 1
-    loop = _Loop(
-        ZarrOperations(tree, options), mountpoint, url, status, systemd, options.readahead
-    )
+    loop = _Loop(ZarrOperations(tree, options), mountpoint, url, status, systemd, options.readahead)
     code = 0
     try:
         trio.run(_serve, loop, kernel_options(options, url))
@@ -244,6 +253,8 @@ async def _watch_signals(loop: _Loop, signals: AsyncIterator[int]) -> None:
 
 
 def _wait_until_live(mountpoint: str) -> None:
+    if runtime.fuse_fd(mountpoint) is not None:
+        return  # mounted before the daemon started; the kernel queues requests until it reads
     deadline = time.monotonic() + LIVE_TIMEOUT_S
     while True:
         try:
@@ -296,13 +307,13 @@ def spawn(cli_args: list[str], mountpoint: str) -> int:
                 stdin=null,
                 stdout=null,
                 stderr=log_out,
-                pass_fds=(write_fd,),
+                pass_fds=(write_fd, *_inherited_fuse_fd(mountpoint)),
                 start_new_session=True,
                 cwd="/",
                 env=env,
             )
         os.close(write_fd)
-        reply = _read_status(read_fd, SPAWN_TIMEOUT_S)
+        reply = runtime.read_status(read_fd, SPAWN_TIMEOUT_S)
     except KeyboardInterrupt:
         child.terminate()
         print("zarrfs: interrupted; the mount daemon was stopped", file=sys.stderr)
@@ -329,6 +340,12 @@ def spawn(cli_args: list[str], mountpoint: str) -> int:
     return 1
 
 
+def _inherited_fuse_fd(mountpoint: str) -> tuple[int, ...]:
+    """The ``/dev/fuse`` descriptor a ``/dev/fd/N`` mountpoint names, kept open in the daemon."""
+    fd = runtime.fuse_fd(mountpoint)
+    return () if fd is None else (fd,)
+
+
 def _libfuse_complaints(log_path: os.PathLike[str]) -> list[str]:
     """What libfuse/fusermount3 printed (the reason a mount was refused)."""
     try:
@@ -338,21 +355,15 @@ def _libfuse_complaints(log_path: os.PathLike[str]) -> list[str]:
         return []
 
 
-def _read_status(fd: int, timeout: float) -> str:
-    """One line from the status pipe: ``live``, ``error ...``, "" (EOF) or "timeout"."""
-    data = b""
-    deadline = time.monotonic() + timeout
-    while b"\n" not in data:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return "timeout"
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if ready:
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break
-            data += chunk
-    return data.split(b"\n", 1)[0].decode(errors="replace")
+def _flush_through_control_file(mountpoint: str) -> str | None:
+    """Write ``.zarrfs/flush`` of the mount; None once every dirty byte is stored, else why not."""
+    path = os.path.join(mountpoint, ".zarrfs", "flush")
+    try:
+        with open(path, "wb", buffering=0) as control:
+            control.write(b"1")
+    except OSError as exc:
+        return f"its dirty data could not be stored ({path}: {exc.strerror or exc})"
+    return None
 
 
 def unmount(mountpoint: str, *, lazy: bool = False, timeout: float = 120.0) -> int:
@@ -366,6 +377,13 @@ def unmount(mountpoint: str, *, lazy: bool = False, timeout: float = 120.0) -> i
         print(f"zarrfs: {mountpoint} is a {found[0]} mount, not zarrfs", file=sys.stderr)
         return 1
     pid = runtime.find_daemon(mountpoint)
+    if pid is None and not lazy:
+        # a daemon serving a /dev/fd/N descriptor (or another user's): no pid to wait for, so
+        # have it store its dirty data before the mount goes
+        problem = _flush_through_control_file(mountpoint)
+        if problem:
+            print(f"zarrfs: cannot unmount {mountpoint}: {problem}", file=sys.stderr)
+            return 1
     command = ["fusermount3", "-u", *(["-z"] if lazy else []), mountpoint]
     try:
         result = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -20,13 +20,49 @@ import hashlib
 import logging
 import os
 import re
+import select
 import socket
 import sys
+import time
 from pathlib import Path
+
+from zarrfs.core.errors import ZarrFSError
 
 log = logging.getLogger(__name__)
 
 FSTYPE = "fuse.zarrfs"
+#: a mountpoint naming a ``/dev/fuse`` descriptor that someone else opened and mounted
+_FD_MOUNTPOINT = re.compile(r"^/dev/fd/(\d+)$")
+
+
+class MountError(ZarrFSError):
+    """The mountpoint cannot be used, the kernel refused the mount, or unmounting failed."""
+
+
+def fuse_fd(mountpoint: str) -> int | None:
+    """N for a ``/dev/fd/N`` mountpoint (libfuse >= 3.3 serves such a descriptor as given:
+    a privileged helper opened ``/dev/fuse`` and mounted it), else None."""
+    match = _FD_MOUNTPOINT.match(mountpoint)
+    return int(match.group(1)) if match else None
+
+
+def read_status(fd: int, timeout: float) -> str:
+    """One line from a daemon's status pipe: ``live``, ``error ...``, "" (EOF) or "timeout"."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    while b"\n" not in data:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout"
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    return data.split(b"\n", 1)[0].decode(errors="replace")
+
+
 _PRIORITIES = {
     logging.DEBUG: 7,
     logging.INFO: 6,
@@ -115,7 +151,11 @@ def log_file(mountpoint: str) -> Path:
     return runtime_dir() / f"{_key(mountpoint)}.log"
 
 
-def write_pid_file(mountpoint: str) -> Path:
+def write_pid_file(mountpoint: str) -> Path | None:
+    """Record this daemon for ``zarrfs umount``; not for a ``/dev/fd/N`` mountpoint (no path
+    to key it by, and descriptor numbers repeat across daemons)."""
+    if fuse_fd(mountpoint) is not None:
+        return None
     path = pid_file(mountpoint)
     scratch = path.with_suffix(f".tmp{os.getpid()}")
     scratch.write_text(f"{os.getpid()}\n{mountpoint}\n")
@@ -124,8 +164,10 @@ def write_pid_file(mountpoint: str) -> Path:
 
 
 def remove_pid_file(mountpoint: str) -> None:
-    path = pid_file(mountpoint)
+    if fuse_fd(mountpoint) is not None:
+        return  # never written (see ``write_pid_file``)
     try:
+        path = pid_file(mountpoint)
         if path.read_text().split("\n", 1)[0] == str(os.getpid()):
             path.unlink()
     except OSError:
