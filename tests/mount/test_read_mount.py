@@ -127,13 +127,16 @@ def test_random_preads_at_any_offset(mounted_corpus):
                 os.close(fd)
 
 
+HEADERS = ("data.hdr", "data.mhd", "data.nhdr")
+
+
 def test_tree_and_xattrs(mounted_corpus):
     corpus, little, _ = mounted_corpus
     case = next(c for c in CASES if c.shape_case.name == "3d" and c.chain.name == "shard-end")
     d = little / case.path
     assert sorted(os.listdir(d)) == sorted(
         ["attributes.json", "chunks", "data.npy", "data.raw", "info.json", "zarr.json"]
-        + [v for v in ("data.hdr", "data.mhd", "data.nhdr") if (d / v).exists()]
+        + [v for v in (*HEADERS, "data.nii", "data.vrt") if (d / v).exists()]
     )
     xattrs = {k: os.getxattr(d / "data.raw", k).decode() for k in os.listxattr(d / "data.raw")}
     assert json.loads(xattrs["user.zarr.shape"]) == [7, 13, 5]

@@ -1,12 +1,15 @@
-"""Array directories: ``data.raw``, ``data.npy``, ``chunks/``, ``info.json`` and metadata files.
+"""Array directories: ``data.raw``, ``data.npy``, ``data.nii``, ``chunks/``, ``info.json``,
+the generated headers and metadata files.
 
 Every file node holds the hierarchy and the array's path, never a ZarrArray: the array object is
 looked up on each call, so a metadata change seen at ``open`` (close-to-open revalidation)
 replaces it everywhere at once.
 
-Write rules (DESIGN §4): ``data.raw``, the data part of ``data.npy`` and ``chunks/*`` are
-writable on a read-write mount; ``O_TRUNC`` keeps size and content; ``truncate`` of ``data.raw``
-to whole axis-0 rows resizes axis 0; writing past the end of ``data.raw`` grows axis 0.
+Write rules (DESIGN §4): ``data.raw``, the data part of ``data.npy`` and ``data.nii`` and
+``chunks/*`` are writable on a read-write mount (a header may only be rewritten with identical
+bytes; anything else is InvalidWriteError, EINVAL with a log line); ``O_TRUNC`` keeps size and
+content; ``truncate`` of ``data.raw`` to whole axis-0 rows resizes axis 0; writing past the end
+of ``data.raw`` grows axis 0.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from zarrfs.core.array import ZarrArray
 from zarrfs.core.errors import InvalidWriteError, NodeNotFound, ReadOnlyError
 from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
 from zarrfs.views.editing import EditableDirMixin
+from zarrfs.views.formats import nifti_prefix, present_formats, vrt_content
 from zarrfs.views.headers import npy_header, view_dtype
 from zarrfs.views.info import array_info, array_xattrs, render_json
 
@@ -50,16 +54,30 @@ class _ArrayRef:
 
 
 class DataFile(VFile, _ArrayRef):
-    """``data.raw`` (header=False) or ``data.npy`` (header=True)."""
+    """``data.raw`` (kind ``raw``), ``data.npy`` (``npy``) or ``data.nii`` (``nii``): a header
+    (none for ``raw``) followed by the array's decoded bytes, served from the same cache."""
 
-    def __init__(self, ctx: MountContext, path: str, npy: bool) -> None:
+    def __init__(self, ctx: MountContext, path: str, kind: str) -> None:
         _ArrayRef.__init__(self, ctx, path)
-        self.npy = npy
+        if kind not in ("raw", "npy", "nii"):
+            raise ValueError(f"not a data file kind: {kind!r}")
+        self.kind = kind
+
+    @property
+    def name(self) -> str:
+        return f"data.{self.kind}"
+
+    @property
+    def fixed_size(self) -> bool:
+        """Only ``data.raw`` resizes (truncate, writing past the end)."""
+        return self.kind != "raw"
 
     def header(self, arr: ZarrArray) -> bytes:
-        if not self.npy:
+        if self.kind == "raw":
             return b""
-        return npy_header(view_dtype(arr.dtype, self.ctx.byte_order), arr.shape)
+        if self.kind == "npy":
+            return npy_header(view_dtype(arr.dtype, self.ctx.byte_order), arr.shape)
+        return nifti_prefix(self.ctx, arr)
 
     def stat(self) -> Stat:
         arr = self.array()
@@ -78,6 +96,8 @@ class DataFile(VFile, _ArrayRef):
 
     def cache_token(self) -> object:
         arr = self.array()
+        if self.kind == "nii":  # the header also follows the group's metadata
+            return (arr.uid, arr.shape, self.header(arr))
         return (arr.uid, arr.shape)
 
     def open(self, write: bool, truncate: bool) -> VHandle:
@@ -93,7 +113,7 @@ class DataFile(VFile, _ArrayRef):
         head = len(self.header(arr))
         if size == head + arr.nbytes:
             return
-        if self.npy or not arr.shape:
+        if self.fixed_size or not arr.shape:
             raise InvalidWriteError(f"{self.path}: only data.raw of an array with axes resizes")
         row = prod(arr.shape[1:]) * arr.itemsize
         if row == 0 or size % row:
@@ -106,10 +126,24 @@ class DataFile(VFile, _ArrayRef):
 class DataHandle(VHandle):
     def __init__(self, file: DataFile) -> None:
         self.file = file
+        #: ((array uid, shape), header) of the last header rendered through this handle, so
+        #: the in-memory paths (read_cached, write_cached) never render one
+        self._head: tuple[Any, bytes] | None = None
+
+    def _header(self, arr: ZarrArray, cached: bool = False) -> bytes | None:
+        key = (arr.uid, arr.shape)
+        hit = self._head
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        if cached and self.file.kind == "nii":  # rendering may read the group: a worker's job
+            return None
+        head = self.file.header(arr)
+        self._head = (key, head)
+        return head
 
     def read(self, offset: int, size: int) -> bytes | memoryview:
         arr = self.file.array()
-        head = self.file.header(arr)
+        head = self._header(arr) or b""
         byte_order = self.file.ctx.byte_order
         if offset >= len(head):  # the data alone: sent straight from the gathered buffer
             return arr.read_buffer(offset - len(head), size, byte_order)
@@ -122,31 +156,34 @@ class DataHandle(VHandle):
         arr = self.file.cached_array()
         if arr is None:
             return None
-        head = len(self.file.header(arr))
-        if offset < head:  # the .npy header: rare, rendered in a worker thread
+        head = self._header(arr, cached=True)
+        if head is None or offset < len(head):  # a header: rare, served by a worker thread
             return None
-        return arr.read_cached(offset - head, size, self.file.ctx.byte_order)
+        return arr.read_cached(offset - len(head), size, self.file.ctx.byte_order)
 
     def write_cached(self, offset: int, data: bytes) -> bool:
         arr = self.file.cached_array()
         if arr is None or not self.file.writable:
             return False
-        head = len(self.file.header(arr))
-        if offset < head:  # the .npy header: checked in a worker thread
+        head = self._header(arr, cached=True)
+        if head is None or offset < len(head):  # a header: checked in a worker thread
             return False
-        return arr.write_cached(offset - head, data, self.file.ctx.byte_order)
+        return arr.write_cached(offset - len(head), data, self.file.ctx.byte_order)
 
     def write(self, offset: int, data: bytes) -> int:
         if not self.file.writable:
             raise ReadOnlyError("read-only mount")
         arr = self.file.array()
-        head = self.file.header(arr)
+        head = self._header(arr) or b""
         n = len(data)
         if offset < len(head):
-            # the header part may only be rewritten with identical bytes (cp of an equal .npy)
+            # the header part may only be rewritten with identical bytes (cp of an equal file)
             part = data[: len(head) - offset]
             if head[offset : offset + len(part)] != part:
-                raise InvalidWriteError(f"{self.file.path}/data.npy: the header cannot change")
+                raise InvalidWriteError(
+                    f"/{self.file.path}/{self.file.name}: bytes 0..{len(head) - 1} are the "
+                    f"generated header and cannot change; write the data from byte {len(head)}"
+                )
             data = data[len(part) :]
             offset = len(head)
         offset -= len(head)
@@ -154,8 +191,10 @@ class DataHandle(VHandle):
             return n
         end = offset + len(data)
         if end > arr.nbytes:
-            if self.file.npy or not arr.shape:
-                raise InvalidWriteError("write past the end of a fixed-size file")
+            if self.file.fixed_size or not arr.shape:
+                raise InvalidWriteError(
+                    f"/{self.file.path}/{self.file.name}: write past the end of a fixed-size file"
+                )
             row = prod(arr.shape[1:]) * arr.itemsize
             if row == 0:
                 raise InvalidWriteError("cannot grow an array with an empty row")
@@ -342,7 +381,8 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
 
         def compute() -> list[str]:
             names = [v for v in ("data.raw", "data.npy") if self.ctx.view_enabled(v)]
-            return names + present_headers(arr, self.ctx.byte_order, self.ctx.view_enabled)
+            names += present_headers(arr, self.ctx.byte_order, self.ctx.view_enabled)
+            return names + present_formats(arr, self.ctx.view_enabled)
 
         return self.ctx.memo(("views", self.path, arr.uid, arr.shape), compute)
 
@@ -358,9 +398,13 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         from zarrfs.views.tree import metadata_file
 
         if name == "data.raw" and self.ctx.view_enabled(name):
-            return DataFile(self.ctx, self.path, npy=False)
+            return DataFile(self.ctx, self.path, "raw")
         if name == "data.npy" and self.ctx.view_enabled(name):
-            return DataFile(self.ctx, self.path, npy=True)
+            return DataFile(self.ctx, self.path, "npy")
+        if name == "data.nii" and name in self.view_names():
+            return DataFile(self.ctx, self.path, "nii")
+        if name == "data.vrt" and name in self.view_names():
+            return GeneratedFile(lambda: vrt_content(self.ctx, self.array()))
         if name in HEADER_VIEWS and name in self.view_names():
             return GeneratedFile(
                 self._memo_render(name, lambda arr: render_header(name, arr, self.ctx.byte_order))

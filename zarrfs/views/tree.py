@@ -28,7 +28,17 @@ log = logging.getLogger(__name__)
 
 _NO_MEMO = object()
 
-ALL_VIEWS = ("data.raw", "data.npy", "data.hdr", "data.mhd", "data.nhdr", "data.tif", "data.btf")
+ALL_VIEWS = (
+    "data.raw",
+    "data.npy",
+    "data.hdr",
+    "data.mhd",
+    "data.nhdr",
+    "data.tif",
+    "data.btf",
+    "data.nii",
+    "data.vrt",
+)
 
 
 @dataclass

@@ -1,0 +1,210 @@
+"""The whole-file format views of an array, ``data.nii`` and ``data.vrt``, bound to the tree.
+
+``views.nifti``, ``views.vrt`` and ``views.georef`` are pure (metadata in, bytes out); this
+module gathers what they read from the hierarchy: the parent group's attributes (OME-NGFF
+multiscales, NIfTI-Zarr header, GeoZarr), sibling arrays (the NIfTI-Zarr ``nifti`` array, CF
+coordinate arrays read through the engine, grid-mapping variables).
+
+Invariants:
+- Which format views exist depends only on the array's data type and shape (and on ``-o
+  views=``); their content may also depend on the neighbours listed above.
+- Content is rendered once per state: the memo key holds the array's identity, shape and data
+  mtime, and the identity of every neighbour it read (a metadata edit, a resize or a rewrite of
+  a coordinate array renders anew).
+- A header that no longer applies (the array changed since the file was looked up) is
+  ``NodeNotFound``, as for the sidecar headers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zarrfs.core.array import ZarrArray
+from zarrfs.core.errors import NodeNotFound, ZarrFSError
+from zarrfs.core.hierarchy import Node, join
+from zarrfs.views import nifti, vrt
+from zarrfs.views.georef import georeference
+from zarrfs.views.legacy import DATA_FILE
+
+if TYPE_CHECKING:
+    from zarrfs.views.tree import MountContext
+
+#: the format views, in the order they are listed
+FORMAT_VIEWS = ("data.nii", "data.vrt")
+#: longest coordinate array read for a geotransform (elements)
+MAX_COORDINATE_LENGTH = 1 << 24
+
+
+def present_formats(arr: ZarrArray, enabled: Callable[[str], bool]) -> list[str]:
+    """The format views shown for ``arr`` (``data.vrt`` also needs ``data.raw``)."""
+    out = []
+    if enabled("data.nii") and nifti.describable(arr.dtype, arr.shape):
+        out.append("data.nii")
+    if enabled("data.vrt") and enabled(DATA_FILE) and vrt.describable(arr.dtype, arr.shape):
+        out.append("data.vrt")
+    return out
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def _name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+class _Neighbours:
+    """What one rendering reads around the array; ``deps`` records each neighbour read, so
+    the memo key can hold their identities (:func:`_dep_token`)."""
+
+    def __init__(self, ctx: MountContext, arr: ZarrArray) -> None:
+        self.ctx = ctx
+        self.arr = arr
+        self.parent = _parent(arr.path)
+        self.deps: list[tuple[str, str]] = []
+        self.group_attrs: Mapping[str, Any] = {}
+        group = _group(ctx, arr.path)
+        if group is not None:
+            self.group_attrs = group.metadata.attributes
+
+    def sibling_array(self, name: str) -> ZarrArray | None:
+        if not self.arr.path or not name or "/" in name:
+            return None
+        self.deps.append(("array", name))
+        try:
+            return self.ctx.hierarchy.array(join(self.parent, name))
+        except NodeNotFound:
+            return None
+
+    def sibling_attrs(self, name: str) -> Mapping[str, Any] | None:
+        if not self.arr.path or not name or "/" in name:
+            return None
+        self.deps.append(("node", name))
+        try:
+            return self.ctx.hierarchy.node(join(self.parent, name)).metadata.attributes
+        except NodeNotFound:
+            return None
+
+    def coordinate(self, name: str) -> np.ndarray[Any, Any] | None:
+        sib = self.sibling_array(name)
+        if sib is None or len(sib.shape) != 1 or sib.shape[0] > MAX_COORDINATE_LENGTH:
+            return None
+        if sib.dtype.kind not in "iuf":
+            return None
+        data = sib.read(0, sib.nbytes, "little")
+        return np.frombuffer(data, dtype=sib.dtype.newbyteorder("<"))
+
+    def stored_nifti(self) -> bytes | None:
+        """The NIfTI-Zarr header of the group: its ``nifti`` array (1.0), else the base64
+        ``nifti`` attribute (0.x drafts)."""
+        sib = self.sibling_array("nifti")
+        if sib is not None and sib.dtype.kind in "uS" and len(sib.shape) <= 1:
+            if sib.dtype.kind == "u" and sib.itemsize != 1:
+                return None
+            if 0 < sib.nbytes <= nifti.MAX_STORED_HEADER:
+                return sib.read(0, sib.nbytes)
+            return None
+        return nifti.stored_header_bytes(self.group_attrs)
+
+
+def _group(ctx: MountContext, path: str) -> Node | None:
+    """The group holding the array at ``path`` (None at the root or if unreadable)."""
+    if not path:
+        return None
+    try:
+        node = ctx.hierarchy.node(_parent(path))
+    except ZarrFSError:
+        return None
+    return None if node.is_array else node
+
+
+def _dep_token(ctx: MountContext, parent: str, dep: tuple[str, str]) -> tuple[Any, ...]:
+    """The current identity of a neighbour a rendering read (None parts: it is missing)."""
+    kind, name = dep
+    path = join(parent, name)
+    try:
+        if kind == "array":
+            sib = ctx.hierarchy.array(path)
+            return (kind, name, sib.uid, sib.shape, sib.mtime_ns)
+        node = ctx.hierarchy.node(path)
+        return (kind, name, id(node), node.mtime_ns)
+    except NodeNotFound:
+        return (kind, name, None)
+
+
+def _render(
+    ctx: MountContext, arr: ZarrArray, name: str, render: Callable[[_Neighbours], bytes]
+) -> bytes:
+    """``render`` memoised under the state of ``arr``, of its group, and of every neighbour
+    the first rendering of that state read."""
+    node = ctx.hierarchy.node(arr.path)
+    group = _group(ctx, arr.path)
+    base: tuple[Any, ...] = (
+        "format", name, arr.path, ctx.byte_order, arr.uid, arr.shape, arr.mtime_ns,
+        id(node), node.mtime_ns, None if group is None else (id(group), group.mtime_ns),
+    )  # fmt: skip
+    first: dict[str, bytes] = {}
+
+    def record() -> tuple[tuple[str, str], ...]:
+        nb = _Neighbours(ctx, arr)
+        first["data"] = render(nb)
+        return tuple(nb.deps)
+
+    deps = ctx.memo(("deps", *base), record)
+    key = (*base, *(_dep_token(ctx, _parent(arr.path), d) for d in deps))
+    return ctx.memo(  # type: ignore[no-any-return]
+        key, lambda: first["data"] if "data" in first else render(_Neighbours(ctx, arr))
+    )
+
+
+def nifti_prefix(ctx: MountContext, arr: ZarrArray) -> bytes:
+    """The bytes of ``data.nii`` before its data region (header, extensions, padding)."""
+
+    def render(nb: _Neighbours) -> bytes:
+        axes = nifti.ome_axes(nb.group_attrs, _name(arr.path), len(arr.shape))
+        stored = None
+        level0 = None
+        if axes is not None:
+            raw = nb.stored_nifti()
+            stored = nifti.parse_stored_header(raw) if raw is not None else None
+            if stored is not None:
+                first = _first_dataset(nb.group_attrs)
+                level0 = nifti.ome_axes(nb.group_attrs, first, len(arr.shape)) if first else None
+        data = nifti.nifti_header(arr.dtype, arr.shape, ctx.byte_order, axes, stored, level0)
+        if data is None:
+            raise NodeNotFound(f"/{arr.path}/data.nii: NIfTI cannot describe this array")
+        return data
+
+    return _render(ctx, arr, "data.nii", render)
+
+
+def _first_dataset(group_attrs: Mapping[str, Any]) -> str | None:
+    for ms in nifti.multiscales(group_attrs):
+        datasets = ms.get("datasets") if isinstance(ms, dict) else None
+        if isinstance(datasets, list) and datasets and isinstance(datasets[0], dict):
+            path = datasets[0].get("path")
+            return path if isinstance(path, str) else None
+    return None
+
+
+def vrt_content(ctx: MountContext, arr: ZarrArray) -> bytes:
+    """The ``data.vrt`` document of ``arr``."""
+
+    def render(nb: _Neighbours) -> bytes:
+        geo = georeference(
+            arr.metadata.attributes,
+            nb.group_attrs,
+            arr.metadata.dimension_names,
+            arr.shape,
+            nb.coordinate,
+            nb.sibling_attrs,
+        )
+        data = vrt.vrt_document(arr.dtype, arr.shape, ctx.byte_order, geo)
+        if data is None:
+            raise NodeNotFound(f"/{arr.path}/data.vrt: a VRT cannot describe this array")
+        return data
+
+    return _render(ctx, arr, "data.vrt", render)
