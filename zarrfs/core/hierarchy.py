@@ -10,6 +10,8 @@ formats (v2, v1, the v3 drafts) plug in through ``register_format``.
 Discovery rules:
 - on a listable store, the children of a group are the sub-prefixes that hold a node;
 - on a store that cannot list, they come from the nearest ancestor's consolidated metadata;
+- a folder with no metadata document but Zarr nodes below it is an implicit group
+  (``implicit``; format ``IMPLICIT_FORMAT``), so every node a listing can reach is shown;
 - a child whose metadata is invalid or unreadable is skipped with one log line (the rest of
   the tree still mounts) and reported through ``Hierarchy.problems``;
 - node metadata is cached with the store's version token of its document, so ``revalidate``
@@ -30,6 +32,7 @@ from typing import Any
 
 from zarrfs.core.array import Engine, ZarrArray
 from zarrfs.core.errors import MetadataError, NodeNotFound, StoreError, ZarrFSError
+from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME, implicit_group, implies_nodes
 from zarrfs.core.metadata.model import ArrayMetadata, GroupMetadata, check_node_name
 from zarrfs.core.stores.base import ByteRange, RangeRequest, Store
 
@@ -131,6 +134,19 @@ FORMATS: list[NodeFormat] = [
 ]
 
 
+def _implicit_write(store: Store, path: str, metadata: Metadata) -> None:
+    raise MetadataError(
+        f"/{path} is an implicit group (a folder with Zarr nodes below it and no metadata "
+        "document): it has no metadata to edit"
+    )
+
+
+#: the format of implicit groups (never tried by ``_read_node``'s loop: it has no document)
+IMPLICIT_FORMAT = NodeFormat(
+    IMPLICIT_FORMAT_NAME, (), lambda store, path: None, _implicit_write, lambda m: ()
+)
+
+
 def register_format(fmt: NodeFormat) -> None:
     """Add a node format (tried after those already registered)."""
     FORMATS.append(fmt)
@@ -199,6 +215,8 @@ class Hierarchy:
         consolidated = self._consolidated.get(path)
         if consolidated is not None:
             return Node(path, consolidated, FORMATS[0], ())
+        if implies_nodes(self.documents, path):
+            return Node(path, implicit_group(), IMPLICIT_FORMAT, ())
         raise NodeNotFound(f"no Zarr node at {path or '/'}")
 
     def revalidate(self, path: str) -> bool:

@@ -33,6 +33,7 @@ from zarrfs.core.codecs.chain import CodecChain
 from zarrfs.core.codecs.sharding import ShardingCodec
 from zarrfs.core.errors import ZarrFSError
 from zarrfs.core.hierarchy import Node
+from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME
 from zarrfs.core.metadata.model import ArrayMetadata
 from zarrfs.core.stores.base import Store
 from zarrfs.core.stores.registry import open_store
@@ -163,7 +164,7 @@ def entry_facts(store: Store, entry: Entry) -> dict[str, Any]:
     out: dict[str, Any] = {"path": "/" + entry.path, "name": entry.name}
     if entry.problem is not None:
         out.update(kind="invalid", problem=entry.problem)
-    elif entry.node is None:
+    elif entry.node is None or entry.node.format.name == IMPLICIT_FORMAT_NAME:
         out.update(kind="group", format=None, implicit=True)
     else:
         meta = entry.node.metadata

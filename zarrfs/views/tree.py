@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarrfs.core.array import Engine
-from zarrfs.core.errors import ZarrFSError
+from zarrfs.core.errors import NodeNotFound, ZarrFSError
 from zarrfs.core.hierarchy import Hierarchy, Node, join
+from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME
 from zarrfs.core.metadata.model import ArrayMetadata
-from zarrfs.views.arrays import ArrayDir, BytesHandle
+from zarrfs.views.arrays import ArrayDir, BytesHandle, GeneratedFile
 from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
 from zarrfs.views.editing import EditableDirMixin, ScratchSpace, make_group
 from zarrfs.views.info import render_json
+from zarrfs.views.skipped import SkippedNodeDir, implicit_info
 
 log = logging.getLogger(__name__)
 
@@ -149,23 +151,37 @@ class GroupDir(EditableDirMixin, VDir):
     def _as_array(self) -> VDir | None:
         """The array view, if this node has become an array (an array zarr.json was written
         into an empty group): the kernel keeps this object for the directory's inode."""
-        node = self.ctx.hierarchy.node(self.path)
-        return ArrayDir(self.ctx, self.path) if isinstance(node.metadata, ArrayMetadata) else None
+        node = self._node()
+        if node is None or not isinstance(node.metadata, ArrayMetadata):
+            return None
+        return ArrayDir(self.ctx, self.path)
+
+    def _node(self) -> Node | None:
+        """This group's node; None for a store root holding no node at all (an empty store)."""
+        try:
+            return self.ctx.hierarchy.node(self.path)
+        except NodeNotFound:
+            if self.path:
+                raise
+            return None
 
     def names(self) -> list[str]:
         array = self._as_array()
         if array is not None:
             return array.names()
-        node = self.ctx.hierarchy.node(self.path)
+        node = self._node()
         h = self.ctx.hierarchy
-        children = [n.name for n in h.children(self.path)]
+        children = [n.name for n in h.children(self.path)] if node is not None else []
         prefix = f"{self.path}/" if self.path else ""
-        opaque = [
+        skipped = [
             p[len(prefix) :]
-            for p in list(h.opaque)
-            if p.startswith(prefix) and "/" not in p[len(prefix) :]
+            for p in list(h.problems)
+            if p.startswith(prefix) and p != self.path and "/" not in p[len(prefix) :]
         ]
-        return sorted({*children, *opaque, *metadata_names(self.ctx, node), *self.scratch_names()})
+        own = [] if node is None else metadata_names(self.ctx, node)
+        if node is not None and node.format.name == IMPLICIT_FORMAT_NAME:
+            own.append("info.json")
+        return sorted({*children, *skipped, *own, *self.scratch_names()})
 
     def lookup(self, name: str) -> VNode | None:
         array = self._as_array()
@@ -174,14 +190,22 @@ class GroupDir(EditableDirMixin, VDir):
         f = metadata_file(self.ctx, self.path, name) or self.scratch_lookup(name)
         if f is not None:
             return f
+        if name == "info.json":
+            node = self._node()
+            if node is not None and node.format.name == IMPLICIT_FORMAT_NAME:
+                return GeneratedFile(lambda: implicit_info(self.path))
         if name in (".", "..") or "/" in name:
             return None
         child = join(self.path, name)
+        h = self.ctx.hierarchy
         try:
-            node = self.ctx.hierarchy.node(child)
-        except ZarrFSError:
-            summary = self.ctx.hierarchy.opaque.get(child)
-            return OpaqueArrayDir(self.ctx, child, summary) if summary is not None else None
+            node = h.node(child)
+        except NodeNotFound:
+            return None
+        except ZarrFSError as exc:
+            return SkippedNodeDir(
+                self.ctx, child, h.problems.get(child, str(exc)), h.opaque.get(child)
+            )
         return node_dir(self.ctx, node)
 
     def refresh(self) -> None:
@@ -189,45 +213,6 @@ class GroupDir(EditableDirMixin, VDir):
 
     def mkdir(self, name: str) -> VDir:
         return GroupDir(self.ctx, make_group(self.ctx, self.path, name))
-
-
-class OpaqueArrayDir(VDir):
-    """An array whose elements have no fixed size (v2 object dtype): listed with its stored
-    metadata documents and an ``info.json`` saying why there is no ``data.raw``."""
-
-    def __init__(self, ctx: MountContext, path: str, summary: dict[str, Any]) -> None:
-        self.ctx = ctx
-        self.path = path
-        self.summary = summary
-
-    def stat(self) -> Stat:
-        return Stat(is_dir=True)
-
-    def _stored(self) -> list[str]:
-        store = self.ctx.hierarchy.store
-        return [
-            k for k in (".zarray", ".zattrs", "meta", "attrs") if store.exists(join(self.path, k))
-        ]
-
-    def names(self) -> list[str]:
-        return sorted(["info.json", *self._stored()])
-
-    def lookup(self, name: str) -> VNode | None:
-        from zarrfs.views.arrays import GeneratedFile
-
-        if name == "info.json":
-            info = {
-                "path": "/" + self.path,
-                **self.summary,
-                "views": [],
-                "note": "elements of this array have no fixed size (Python objects), so it "
-                "cannot be shown as a raw binary file; read it with zarr-python",
-            }
-            return GeneratedFile(lambda: render_json(info))
-        if name in self._stored():
-            key = join(self.path, name)
-            return GeneratedFile(lambda: self.ctx.hierarchy.documents.get(key) or b"")
-        return None
 
 
 # ----------------------------------------------------------------------------- control
@@ -277,8 +262,6 @@ class ControlDir(VDir):
         return ["drop_caches", "flush", "stats.json"]
 
     def lookup(self, name: str) -> VNode | None:
-        from zarrfs.views.arrays import GeneratedFile
-
         if name == "stats.json":
             return GeneratedFile(self._stats)
         if name == "flush":
@@ -319,10 +302,13 @@ class RootDir(VDir):
             self._flusher.start()
 
     def _root(self) -> VDir:
+        h = self.ctx.hierarchy
         try:
-            node = self.ctx.hierarchy.node("")
-        except ZarrFSError:
+            node = h.node("")
+        except NodeNotFound:  # an empty store: an empty group (mkdir creates the first node)
             return GroupDir(self.ctx, "")
+        except ZarrFSError as exc:  # a root node zarrfs cannot show: explained, not hidden
+            return SkippedNodeDir(self.ctx, "", str(exc), h.opaque.get(""))
         return node_dir(self.ctx, node)
 
     def stat(self) -> Stat:
@@ -427,10 +413,19 @@ def open_tree(url: str, options: Any = None) -> RootDir:
     root = RootDir(ctx, writeback=5.0 if writeback is None else float(writeback))
     # fail early (before the mount goes live) if the store root is unreadable
     try:
-        ctx.hierarchy.node("")
-    except ZarrFSError as exc:
+        node = ctx.hierarchy.node("")
+    except NodeNotFound as exc:
         if not store.listable:
             root.close()
             raise
-        log.info("store root has no node metadata (%s); showing its children", exc)
+        log.info("store root holds no Zarr node (%s); showing an empty group", exc)
+    except ZarrFSError as exc:
+        log.warning(
+            "store root: not shown: %s (its metadata documents, info.json and ERROR.txt "
+            "are listed at the mount root)",
+            exc,
+        )
+    else:
+        if node.format.name == IMPLICIT_FORMAT_NAME:
+            log.info("store root has no metadata document: showing it as an implicit group")
     return root
