@@ -25,6 +25,7 @@ import zarr
 from zarrfs.views import vrt
 from zarrfs.views.georef import georeference, regular_step
 from zarrfs.views.headers import view_dtype
+from zarrfs.views.tree import open_tree
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -305,3 +306,58 @@ def test_real_mount_georeferencing_conventions(tmp_path, mounter, order) -> None
     text = (m.path / "plain" / "data.vrt").read_text()
     assert f"<ByteOrder>{'LSB' if order == 'little' else 'MSB'}</ByteOrder>" in text
     assert '<SourceFilename relativeToVRT="1">data.raw</SourceFilename>' in text
+
+
+class Opts:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def read_all(f) -> bytes:
+    h = f.open(write=False, truncate=False)
+    try:
+        return bytes(h.read(0, f.stat().size + 10))
+    finally:
+        h.release()
+
+
+def test_tree_renders_anew_after_edits_and_holds_large_documents(tmp_path) -> None:
+    store = tmp_path / "t.zarr"
+    root = zarr.open_group(str(store), mode="w")
+    big = root.create_array("big", shape=(2000, 2, 3), chunks=(500, 2, 3), dtype="uint8")
+    img = root.create_array(
+        "img",
+        shape=(2, 3),
+        chunks=(2, 3),
+        dtype="int16",
+        dimension_names=["y", "x"],
+        attributes={"grid_mapping": "crs"},
+    )
+    crs = root.create_array("crs", shape=(), dtype="int32", attributes={"crs_wkt": "EPSG:3857"})
+    x = root.create_array("x", shape=(3,), chunks=(3,), dtype="float64")
+    y = root.create_array("y", shape=(2,), chunks=(2,), dtype="float64")
+    x[...], y[...] = [10.0, 20.0, 30.0], [5.0, 3.0]
+    t = open_tree(str(store), Opts(read_only=False, writeback=0))
+    try:
+        doc = read_all(t.lookup("big").lookup("data.vrt"))
+        assert doc == vrt.vrt_document(big.dtype, big.shape, "little")
+        assert len(doc) > 500_000 and doc.count(b"<VRTRasterBand") == 2000
+        f = t.lookup("img").lookup("data.vrt")
+        assert b"<GeoTransform>5, 10, 0, 6, 0, -2</GeoTransform>" in read_all(f)
+        assert b"<SRS>EPSG:3857</SRS>" in read_all(f)
+        # a coordinate array rewritten through the mount renders anew
+        raw = t.lookup("x").lookup("data.raw")
+        h = raw.open(write=True, truncate=False)
+        h.write(0, np.array([100.0, 200.0, 300.0], "<f8").tobytes())
+        h.release()
+        assert b"<GeoTransform>50, 100, 0, 6, 0, -2</GeoTransform>" in read_all(f)
+        # so does an edit of the grid-mapping variable's attributes (another client's)
+        crs.attrs["crs_wkt"] = "EPSG:4326"
+        t.lookup("crs").refresh()
+        assert b"<SRS>EPSG:4326</SRS>" in read_all(f)
+        # and a resize: the VRT follows, or goes when it can no longer describe the array
+        t.lookup("big").lookup("data.raw").truncate(6 * 7)
+        assert read_all(t.lookup("big").lookup("data.vrt")).count(b"<VRTRasterBand") == 7
+        assert img is not None and crs is not None
+    finally:
+        t.close()
