@@ -256,6 +256,13 @@ def test_tree_presence_info_and_renders_following_edits(tmp_path) -> None:
         assert t.lookup("img").lookup("data.nii") is None
     finally:
         t.close()
+    # data.vrt points at data.raw: not shown without it; data.nii is self-contained
+    t = open_tree(str(tmp_path / "s.zarr"), Opts(read_only=True, views=["data.nii", "data.vrt"]))
+    try:
+        assert t.lookup("img").names()[:3] == ["attributes.json", "chunks", "data.nii"]
+        assert t.lookup("img").lookup("data.vrt") is None
+    finally:
+        t.close()
 
 
 # ----------------------------------------------------------------------------- tier 3
@@ -341,3 +348,19 @@ def test_real_mount_nifti_zarr_nifti2_writes_and_refused_header(tmp_path, mounte
     assert (again[1] == -1).all()
     assert "generated header and cannot change" in m.log()
     assert check_image(path.read_bytes(), again[...], "big").shape == (6, 7, 3)
+
+
+def test_tree_serves_a_draft_nifti_zarr_base64_header(tmp_path) -> None:
+    raw, affine = nifti_zarr_header((5, 3, 2))
+    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
+    attrs = ome_attrs({"0": [1, 1.1, 0.9, 0.8]})
+    g.attrs.put(attrs | {"nifti": {"base64": base64.b64encode(raw).decode(), "magic": "n+1"}})
+    a = g.create_array("0", shape=(1, 2, 3, 5), chunks=(1, 2, 2, 2), dtype="uint16")
+    a[...] = sample("uint16", (1, 2, 3, 5))
+    t = open_tree(str(tmp_path / "d.zarr"), Opts(read_only=True, byte_order="big"))
+    try:
+        img = check_image(read_all(t.lookup("0").lookup("data.nii")), a[...], "big")
+        assert np.allclose(img.affine, affine, atol=1e-6)
+        assert img.header.get_intent()[0] == "estimate"
+    finally:
+        t.close()

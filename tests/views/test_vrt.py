@@ -233,7 +233,8 @@ def test_real_mount_georeferencing_conventions(tmp_path, mounter, order) -> None
     gdal_made = subprocess.run(["/usr/bin/python3", "-c", GDAL_WRITE, str(store / "gdal")],
                                capture_output=True, text=True, timeout=60)  # fmt: skip
     assert gdal_made.returncode == 0, gdal_made.stderr
-    wkt = json.loads((store / "gdal" / "gdal" / ".zattrs").read_text())["_CRS"]["wkt"]
+    crs_attr = json.loads((store / "gdal" / "gdal" / ".zattrs").read_text())["_CRS"]
+    wkt, projjson = crs_attr["wkt"], crs_attr["projjson"]
     expect: dict[str, tuple] = {"gdal/gdal": ((500000, 30, 0, 4100000, 0, -30), wkt)}
     g = root.create_array("geozarr", shape=(6, 9), chunks=(4, 4), dtype="float32",
                           dimension_names=["lat", "lon"], fill_value=-9999.0,
@@ -280,6 +281,12 @@ def test_real_mount_georeferencing_conventions(tmp_path, mounter, order) -> None
     )
     u[...] = sample("uint8", (5, 6))
     expect["cf/u"] = (None, wkt)  # irregular x: the CRS but no geotransform
+    pj = root.create_array("projjson", shape=(2, 3), chunks=(2, 2), dtype="float64",
+                           dimension_names=["y", "x"],
+                           attributes={"proj:projjson": projjson, "spatial:dimensions": ["y", "x"],
+                                       "spatial:transform": [1, 0, 0, 0, -1, 2]})  # fmt: skip
+    pj[...] = sample("float64", (2, 3))
+    expect["projjson"] = ((0, 1, 0, 2, 0, -1), json.dumps(projjson))
     p = root.create_array("plain", shape=(4, 3), chunks=(3, 3), dtype="int64", fill_value=5)
     p[:3] = sample("int64", (3, 3))
     expect["plain"] = (None, None)

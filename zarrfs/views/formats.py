@@ -10,7 +10,8 @@ Invariants:
   views=``); their content may also depend on the neighbours listed above.
 - Content is rendered once per state: the memo key holds the array's identity, shape and data
   mtime, and the identity of every neighbour it read (a metadata edit, a resize or a rewrite of
-  a coordinate array renders anew).
+  a coordinate array renders anew). A neighbour that was missing is not looked for on every
+  stat; one created later is seen once the array or its group is re-read.
 - A header that no longer applies (the array changed since the file was looked up) is
   ``NodeNotFound``, as for the sidecar headers.
 """
@@ -67,7 +68,8 @@ class _Neighbours:
         self.ctx = ctx
         self.arr = arr
         self.parent = _parent(arr.path)
-        self.deps: list[tuple[str, str]] = []
+        #: (kind, name, found) of each neighbour read
+        self.deps: list[tuple[str, str, bool]] = []
         self.group_attrs: Mapping[str, Any] = {}
         group = _group(ctx, arr.path)
         if group is not None:
@@ -76,20 +78,24 @@ class _Neighbours:
     def sibling_array(self, name: str) -> ZarrArray | None:
         if not self.arr.path or not name or "/" in name:
             return None
-        self.deps.append(("array", name))
         try:
-            return self.ctx.hierarchy.array(join(self.parent, name))
+            sib = self.ctx.hierarchy.array(join(self.parent, name))
         except NodeNotFound:
+            self.deps.append(("array", name, False))
             return None
+        self.deps.append(("array", name, True))
+        return sib
 
     def sibling_attrs(self, name: str) -> Mapping[str, Any] | None:
         if not self.arr.path or not name or "/" in name:
             return None
-        self.deps.append(("node", name))
         try:
-            return self.ctx.hierarchy.node(join(self.parent, name)).metadata.attributes
+            node = self.ctx.hierarchy.node(join(self.parent, name))
         except NodeNotFound:
+            self.deps.append(("node", name, False))
             return None
+        self.deps.append(("node", name, True))
+        return node.metadata.attributes
 
     def coordinate(self, name: str) -> np.ndarray[Any, Any] | None:
         sib = self.sibling_array(name)
@@ -124,9 +130,13 @@ def _group(ctx: MountContext, path: str) -> Node | None:
     return None if node.is_array else node
 
 
-def _dep_token(ctx: MountContext, parent: str, dep: tuple[str, str]) -> tuple[Any, ...]:
-    """The current identity of a neighbour a rendering read (None parts: it is missing)."""
-    kind, name = dep
+def _dep_token(ctx: MountContext, parent: str, dep: tuple[str, str, bool]) -> tuple[Any, ...]:
+    """The current identity of a neighbour a rendering read. One that was missing is not
+    looked for again (the hierarchy keeps no negative entries, and this runs on every stat):
+    it is noticed once the array or its group changes (a metadata edit, revalidation)."""
+    kind, name, found = dep
+    if not found:
+        return (kind, name, None)
     path = join(parent, name)
     try:
         if kind == "array":
@@ -151,7 +161,7 @@ def _render(
     )  # fmt: skip
     first: dict[str, bytes] = {}
 
-    def record() -> tuple[tuple[str, str], ...]:
+    def record() -> tuple[tuple[str, str, bool], ...]:
         nb = _Neighbours(ctx, arr)
         first["data"] = render(nb)
         return tuple(nb.deps)
