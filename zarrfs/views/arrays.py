@@ -104,7 +104,10 @@ class DataFile(VFile, _ArrayRef):
         self.ctx.hierarchy.revalidate(self.path)
         if write and not self.writable:
             raise ReadOnlyError("read-only mount")
-        return DataHandle(self)
+        handle = DataHandle(self)
+        if self.kind == "nii":  # rendered here (a worker thread), so reads need no worker
+            handle._header(self.array())
+        return handle
 
     def truncate(self, size: int) -> None:
         if not self.writable:

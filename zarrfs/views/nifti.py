@@ -239,6 +239,46 @@ def _level_affine(stored: Nifti1Header, axes0: list[OmeAxis], axes: list[OmeAxis
 # ----------------------------------------------------------------------------- the header
 
 
+def _usable(axes: list[OmeAxis]) -> bool:
+    """Scales that make an invertible affine (finite, non-zero) and finite translations."""
+    return all(np.isfinite(a.scale) and a.scale != 0 and np.isfinite(a.translation) for a in axes)
+
+
+def _from_stored(
+    klass: type[Nifti1Header],
+    stored: Nifti1Header,
+    endian: str,
+    ndtype: np.dtype[Any],
+    dims: tuple[int, ...],
+    axes: list[OmeAxis] | None,
+    level0_axes: list[OmeAxis] | None,
+) -> Nifti1Header:
+    """The stored NIfTI-Zarr header changed only where it must to describe this array."""
+    hdr = stored.copy() if isinstance(stored, klass) else klass.from_header(stored)
+    if hdr.endianness != endian:
+        hdr = hdr.as_byteswapped(endian)
+    # neither byte-swapping nor a NIfTI-1 -> 2 conversion carries the extensions
+    hdr.extensions.clear()
+    hdr.extensions.extend(stored.extensions)
+    if axes is not None and level0_axes is not None and axes != level0_axes:
+        if not (_usable(axes) and _usable(level0_axes)):
+            raise ValueError("OME-NGFF scales of a level are zero or not finite")
+        _level_affine(hdr, level0_axes, axes)
+    hdr.set_data_dtype(ndtype)
+    zooms = [abs(float(z)) or 1.0 for z in hdr.get_zooms()]
+    hdr.set_data_shape(dims)
+    keep = zooms[: min(3, len(dims))]
+    if axes is not None:
+        # NIfTI-Zarr keeps (t, c) before (z, y, x), so NIfTI dim 4 is the channel axis when
+        # both exist: the stored time step goes wherever the time axis is
+        step = zooms[3] if len(zooms) > 3 else 1.0
+        keep += [step if a.type == "time" else 1.0 for a in list(reversed(axes))[3 : len(dims)]]
+    else:
+        keep += zooms[3 : len(dims)]
+    hdr.set_zooms(keep + [1.0] * (len(dims) - len(keep)))
+    return hdr
+
+
 def nifti_header(
     dtype: np.dtype[Any],
     shape: Sequence[int],
@@ -260,25 +300,17 @@ def nifti_header(
     endian = "<" if resolve_byte_order(byte_order) == "little" else ">"
     dims = tuple(int(n) for n in reversed(shape))
     klass = Nifti1Header if max(dims) <= NIFTI1_DIM_MAX else Nifti2Header
+    hdr = None
     if stored is not None:
-        hdr = stored.copy() if isinstance(stored, klass) else klass.from_header(stored)
-        if hdr.endianness != endian:
-            hdr = hdr.as_byteswapped(endian)
-        # neither byte-swapping nor a NIfTI-1 -> 2 conversion carries the extensions
-        hdr.extensions.clear()
-        hdr.extensions.extend(stored.extensions)
-        if axes is not None and level0_axes is not None and axes != level0_axes:
-            _level_affine(hdr, level0_axes, axes)
-        hdr.set_data_dtype(ndtype)
-        zooms = list(hdr.get_zooms())
-        hdr.set_data_shape(dims)
-        keep = zooms[: len(dims)] + [1.0] * (len(dims) - len(zooms))
-        hdr.set_zooms([abs(float(z)) or 1.0 for z in keep])
-    else:
+        try:
+            hdr = _from_stored(klass, stored, endian, ndtype, dims, axes, level0_axes)
+        except (HeaderDataError, ValueError, np.linalg.LinAlgError) as exc:
+            log.warning("NIfTI-Zarr header cannot describe the array (%s); using OME-NGFF", exc)
+    if hdr is None:
         hdr = klass(endianness=endian)
         hdr.set_data_dtype(ndtype)
         hdr.set_data_shape(dims)
-        if axes is not None:
+        if axes is not None and _usable(axes):
             _ome_geometry(hdr, axes)
     hdr["magic"] = b"n+2" if klass is Nifti2Header else b"n+1"
     head = klass.sizeof_hdr + 4 + hdr.extensions.get_sizeondisk()
