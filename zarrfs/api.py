@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from zarrfs.fuse import runtime
+from zarrfs.fuse.credentials import split_environment
 from zarrfs.fuse.options import OptionError, parse_options
 from zarrfs.fuse.runtime import MountError
 
@@ -110,8 +111,9 @@ class _Daemon:
         self.log_path = log_path
         read_fd, write_fd = os.pipe()
         command = [sys.executable, "-m", "zarrfs", "mount", url, mountpoint, "--foreground"]
-        if items:
-            command += ["-o", ",".join(items)]
+        kept, environment = split_environment([",".join(items)])  # env. values stay out of ps
+        if kept:
+            command += ["-o", ",".join(kept)]
         try:
             with open(log_path, "wb") as log_out, open(os.devnull, "rb") as null:
                 self.process = subprocess.Popen(
@@ -122,7 +124,7 @@ class _Daemon:
                     pass_fds=(write_fd,),
                     start_new_session=True,  # a Ctrl-C for the caller does not cut a flush short
                     cwd="/",
-                    env=_daemon_env(),
+                    env={**_daemon_env(), **environment},
                 )
         finally:
             os.close(write_fd)

@@ -80,6 +80,7 @@ def _store_url(store: str) -> str:
 
 def _mount(args: argparse.Namespace) -> int:
     from zarrfs.fuse import daemon
+    from zarrfs.fuse.credentials import split_environment
     from zarrfs.fuse.options import OptionError, parse_options
     from zarrfs.fuse.runtime import setup_logging
 
@@ -100,10 +101,12 @@ def _mount(args: argparse.Namespace) -> int:
             status_fd=args.status_fd,
             systemd=args.systemd,
         )
+    # env.NAME=VALUE options reach the daemon through its environment, never its argv (ps)
+    kept, environment = split_environment(args.options)
     child = ["mount", url, mountpoint, "--foreground"]
-    for option_string in args.options:
+    for option_string in kept:
         child += ["-o", option_string]
-    return daemon.spawn(child, mountpoint)
+    return daemon.spawn(child, mountpoint, environment)
 
 
 def _umount(args: argparse.Namespace) -> int:

@@ -43,9 +43,9 @@ import pyfuse3
 import trio
 
 from zarrfs.core.errors import ZarrFSError
-from zarrfs.fuse import runtime
+from zarrfs.fuse import credentials, runtime
 from zarrfs.fuse.operations import ZarrOperations
-from zarrfs.fuse.options import MountOptions
+from zarrfs.fuse.options import MountOptions, OptionError
 from zarrfs.fuse.runtime import MountError
 from zarrfs.views.base import VDir
 
@@ -182,6 +182,13 @@ def run(
         status.failed(str(exc))
         return 1
     try:
+        names = credentials.apply_environment(options)
+    except OptionError as exc:
+        status.failed(str(exc))
+        return 1
+    if names:
+        log.debug("environment set from the mount options: %s", ", ".join(names))
+    try:
         tree = tree_factory(url, options)
     except ZarrFSError as exc:
         status.failed(f"cannot open {url}: {exc}")
@@ -287,8 +294,10 @@ async def _announce_when_live(loop: _Loop) -> None:
 # -- the other side: the `zarrfs mount` parent and `zarrfs umount` ----------------------------
 
 
-def spawn(cli_args: list[str], mountpoint: str) -> int:
-    """Run ``zarrfs <cli_args> --status-fd N`` detached; 0 once it reports the mount live."""
+def spawn(cli_args: list[str], mountpoint: str, environment: dict[str, str] | None = None) -> int:
+    """Run ``zarrfs <cli_args> --status-fd N`` detached; 0 once it reports the mount live.
+
+    ``environment`` is added to the daemon's environment (``env.`` options: never in argv)."""
     mountpoint = os.path.abspath(mountpoint)
     try:
         check_mountpoint(mountpoint)  # before touching the log of a daemon already serving it
@@ -297,7 +306,7 @@ def spawn(cli_args: list[str], mountpoint: str) -> int:
         return 1
     log_path = runtime.log_file(mountpoint)
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ)
+    env = {**os.environ, **(environment or {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     read_fd, write_fd = os.pipe()
     try:

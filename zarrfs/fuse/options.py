@@ -16,6 +16,12 @@ Invariants:
 - ``byte_order=native`` is resolved here, so consumers only ever see ``little`` or ``big``.
 
 ``views=`` lists view names separated by ``:`` (the comma separates options): ``views=raw:npy``.
+
+Secrets: ``env.NAME=VALUE`` sets an environment variable of the daemon (the AWS_*, GOOGLE_*,
+AZURE_* variables the stores read) and ``credentials=PATH`` names a file of ``NAME=VALUE``
+lines read by the daemon (``zarrfs.fuse.credentials``), the two ways an fstab line or a mount
+unit, which have no environment, can configure a store. Their values are kept out of
+``MountOptions``' repr and out of every error message.
 """
 
 from __future__ import annotations
@@ -89,6 +95,10 @@ class MountOptions:
     disk_cache_size: int | None = None
     #: remote stores: total seconds one store request may take, retries included (None: 30)
     store_timeout: float | None = None
+    #: ``credentials=``: a root-owned file of NAME=VALUE lines for the daemon's environment
+    credentials: str | None = None
+    #: ``env.NAME=VALUE`` options, in the order given (values are secrets: never shown)
+    environment: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     #: generic options that were accepted and ignored, in the order given
     ignored: tuple[str, ...] = field(default=())
 
@@ -238,7 +248,25 @@ _VALUED: dict[str, Callable[[str], Any]] = {
     "disk_cache": _nonempty,
     "disk_cache_size": parse_size,
     "store_timeout": _positive_seconds,
+    "credentials": _nonempty,
 }
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: the prefix of ``env.NAME=VALUE`` options
+ENV_PREFIX = "env."
+
+
+def is_env_option(item: str) -> bool:
+    return item.strip().startswith(ENV_PREFIX)
+
+
+def _env_item(item: str) -> tuple[str, str]:
+    """``env.NAME=VALUE`` -> (NAME, VALUE); errors name the option but never show its value."""
+    name, has_value, value = item[len(ENV_PREFIX) :].partition("=")
+    if not has_value:
+        raise OptionError(f"-o {ENV_PREFIX}{name} needs a value ({ENV_PREFIX}{name}=...)")
+    if not _ENV_NAME.match(name):
+        raise OptionError(f"-o {ENV_PREFIX}...: not an environment variable name: {name!r}")
+    return name, value
 
 
 def _is_generic(item: str) -> bool:
@@ -249,10 +277,14 @@ def parse_options(option_strings: Iterable[str]) -> MountOptions:
     """Parse the values of every ``-o`` given (each a comma-separated list) into options."""
     changes: dict[str, Any] = {}
     ignored: list[str] = []
+    environment: list[tuple[str, str]] = []
     for option_string in option_strings:
         for item in option_string.split(","):
             item = item.strip()
             if not item:
+                continue
+            if is_env_option(item):
+                environment.append(_env_item(item))
                 continue
             if _is_generic(item):
                 ignored.append(item)
@@ -272,4 +304,6 @@ def parse_options(option_strings: Iterable[str]) -> MountOptions:
                 raise OptionError(f"-o {name} takes no value")
             else:
                 raise OptionError(f"unknown mount option: {item!r}")
-    return replace(MountOptions(), ignored=tuple(ignored), **changes)
+    return replace(
+        MountOptions(), ignored=tuple(ignored), environment=tuple(environment), **changes
+    )
