@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from fstab import mount_fstab
 from unprivileged import REPO, nobody_command
 
 from zarrfs.fuse.runtime import mount_info
@@ -54,8 +55,8 @@ def daemons_serving(fd_path: str, store: Path) -> list[int]:
             args = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError):
             continue
-        if os.fsencode(fd_path) in args and os.fsencode(str(store)) in args:
-            if b"setpriv" not in args and b"sh" not in args:
+        if any(os.fsencode(fd_path) in a for a in args) and os.fsencode(str(store)) in args:
+            if b"setpriv" not in args and b"sh" not in args and b"-c" not in args:
                 found.append(int(entry))
     return found
 
@@ -145,3 +146,43 @@ def test_unprivileged_daemon_serves_a_descriptor(shared_dir: Path) -> None:
         for pid in daemon_pids:
             if os.path.exists(f"/proc/{pid}"):
                 os.kill(pid, 9)
+
+
+def test_fstab_drop_privileges(tmp_path: Path) -> None:
+    """fstab's form of the pattern: mount.fuse3 -o drop_privileges opens /dev/fuse, mounts it
+    and runs ``zarrfs STORE /dev/fd/N`` with every capability dropped."""
+    store, mnt = tmp_path / "store.zarr", tmp_path / "mnt"
+    mnt.mkdir()
+    expected = np.arange(16 * 16, dtype="<i2").reshape(16, 16)
+    zarr.create_array(store, shape=expected.shape, chunks=(8, 8), dtype="<i2")[:] = expected
+    pid = None
+    try:
+        result = mount_fstab(str(store), mnt, "drop_privileges,_netdev", tmp_path)
+        assert result.returncode == 0, result.stderr
+        found = [p for p in daemons_serving("", store) if p != os.getpid()]
+        pids = [p for p in found if b"/dev/fd/" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(pids) == 1, found
+        pid = pids[0]
+        status = status_fields(pid)
+        assert int(status["CapEff"], 16) == 0 and int(status["CapBnd"], 16) == 0
+        with open(mnt / "data.raw", "r+b", buffering=0) as f:
+            assert f.read() == expected.tobytes()
+            f.seek(0)
+            f.write(np.full(16, 3, dtype="<i2").tobytes())
+        gone = subprocess.run(
+            [sys.executable, "-m", "zarrfs", "umount", str(mnt)],
+            capture_output=True, text=True, cwd=REPO, timeout=120,
+        )  # fmt: skip
+        assert gone.returncode == 0, gone.stderr
+        expected[0] = 3
+        assert np.array_equal(zarr.open_array(store)[:], expected)
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.exists(f"/proc/{pid}"), "the daemon did not exit"
+        assert mount_info(str(mnt)) is None
+    finally:
+        if mount_info(str(mnt)) is not None:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+        if pid is not None and os.path.exists(f"/proc/{pid}"):
+            os.kill(pid, 9)

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ import boto3
 import numpy as np
 import pytest
 import zarr
+from fstab import mount_fstab
 from remote.motoserver import MotoProcess, download_tree, upload_tree
 
 from zarrfs.fuse import runtime
@@ -34,8 +34,6 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="mount(8) needs root"),
     pytest.mark.skipif(shutil.which("mount.fuse3") is None, reason="needs fuse3"),
 ]
-INSTALLED = Path("/usr/local/bin/zarrfs")
-THIS_ZARRFS = Path(sys.executable).parent / "zarrfs"
 REGION = "us-east-1"
 
 
@@ -80,23 +78,6 @@ def bucket(tmp_path: Path) -> Iterator[Bucket]:
         with pytest.raises(Exception, match="SignatureDoesNotMatch"):
             b.client(secret="not-the-secret").list_objects_v2(Bucket=b.name)
         yield b
-
-
-def mount_fstab(
-    source: str, mnt: Path, options: str, tmp_path: Path
-) -> subprocess.CompletedProcess:
-    """``mount -t fuse.zarrfs SOURCE MNT -o OPTIONS``, or mount.fuse3 with this checkout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ZARRFS_"))}
-    if INSTALLED.exists() and os.path.realpath(INSTALLED) == os.path.realpath(THIS_ZARRFS):
-        command = ["mount", "-t", "fuse.zarrfs", source, str(mnt), "-o", options]
-    else:
-        bin_dir = tmp_path / "bin"
-        bin_dir.mkdir(exist_ok=True)
-        if not (bin_dir / "zarrfs").exists():
-            (bin_dir / "zarrfs").symlink_to(THIS_ZARRFS)
-        env["PATH"] = f"{bin_dir}:{env.get('PATH', '/usr/bin:/bin')}"
-        command = ["mount.fuse3", source, str(mnt), "-t", "zarrfs", "-o", options]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
 def all_command_lines() -> str:
