@@ -11,6 +11,7 @@ from zarrfs.core.codecs import (  # noqa: F401
     bytes,
     crc32c,
     gzip,
+    numcodecs_v3,
     sharding,
     transpose,
     zstd,

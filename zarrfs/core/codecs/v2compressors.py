@@ -9,7 +9,10 @@ the stored formats they read:
 - ``zstd``: RFC 8878 frames — decoded by zarrfs' zstd codec;
 - ``lz4``: numcodecs' framing: the decoded size as 4 little-endian bytes, then one LZ4 block;
 - ``bz2``: one or more bzip2 streams;
-- ``lzma``: xz, lzma-alone or raw streams (configuration ``format`` and ``filters``).
+- ``lzma``: xz, lzma-alone or raw streams (configuration ``format`` and ``filters``);
+- ``crc32``, ``crc32c``, ``adler32``, ``fletcher32``, ``jenkins_lookup3``: the data with a
+  4-byte checksum, verified and stripped by numcodecs (the output is shorter than the input);
+- ``pcodec``: a pcodec stream of numbers, decoded into exactly the expected element count.
 
 Invariants:
 - Encoding uses numcodecs itself, so what zarrfs writes is what zarr-python writes.
@@ -31,7 +34,9 @@ from typing import Any
 
 import numcodecs
 import numcodecs.lz4
+import numpy as np
 from numcodecs.abc import Codec as NumCodec
+from pcodec import standalone as pcodec_standalone
 
 from zarrfs.core.codecs._bounded import check_claimed_size, encoded_size_bound
 from zarrfs.core.codecs.blosc import BloscCodec
@@ -136,6 +141,35 @@ def _decode_lzma(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes
     return _streams("lzma", make, (lzma.LZMAError, ValueError), data, max_size)
 
 
+def _decode_checksum(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+    """A numcodecs checksum codec: numcodecs verifies and strips the checksum (the output is
+    shorter than the input)."""
+    if len(data) > max_size + 64:
+        raise CorruptDataError(f"{config['id']}: {len(data)} bytes, more than {max_size} allowed")
+    try:
+        out = bytes(build_numcodec(config, "compressor").decode(data))
+    except (RuntimeError, ValueError) as exc:
+        raise CorruptDataError(f"{config['id']}: {exc}") from None
+    if len(out) > max_size:
+        raise CorruptDataError(f"{config['id']}: decodes to more than {max_size} bytes")
+    return out
+
+
+def decode_pcodec(data: bytes, dtype: np.dtype[Any], count: int) -> np.ndarray[Any, Any]:
+    """A pcodec stream decoded into ``count`` elements of ``dtype``: a stream holding fewer, or
+    another number type, is corrupt; numbers beyond ``count`` are never decoded."""
+    out = np.empty(count, dtype=dtype)
+    if count == 0:
+        return out
+    try:
+        progress = pcodec_standalone.simple_decompress_into(data, out)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise CorruptDataError(f"pcodec: {exc}") from None
+    if progress.n_processed != count or not progress.finished:
+        raise CorruptDataError(f"pcodec: stream does not hold exactly {count} elements")
+    return out
+
+
 DECODERS: dict[str, Decoder] = {
     "blosc": _decode_blosc,
     "zlib": _decode_zlib,
@@ -144,7 +178,12 @@ DECODERS: dict[str, Decoder] = {
     "lz4": _decode_lz4,
     "bz2": _decode_bz2,
     "lzma": _decode_lzma,
+    **dict.fromkeys(
+        ("crc32", "crc32c", "adler32", "fletcher32", "jenkins_lookup3"), _decode_checksum
+    ),
 }
+#: compressors that need the element type to decode (numbers in, numbers out)
+TYPED_DECODERS = ("pcodec",)
 
 
 class V2Compressor:
@@ -154,19 +193,24 @@ class V2Compressor:
         if not isinstance(config, Mapping) or not isinstance(config.get("id"), str):
             raise MetadataError(f"compressor must be an object with a string 'id', got {config!r}")
         self.id: str = config["id"]
-        if self.id not in DECODERS:
-            raise UnsupportedError(
-                f"compressor {self.id!r} is not supported (supported: {', '.join(DECODERS)})"
-            )
+        if self.id not in DECODERS and self.id not in TYPED_DECODERS:
+            known = ", ".join([*DECODERS, *TYPED_DECODERS])
+            raise UnsupportedError(f"compressor {self.id!r} is not supported (supported: {known})")
         self.config: dict[str, Any] = dict(config)
         self.codec: NumCodec = build_numcodec(self.config, "compressor")
-        self._decoder = DECODERS[self.id]
 
     def encode(self, buf: Any) -> bytes:
         return bytes(self.codec.encode(buf))
 
-    def decode(self, data: bytes | memoryview, max_size: int) -> bytes:
-        return self._decoder(self.config, bytes(data), max_size)
+    def decode(
+        self, data: bytes | memoryview, max_size: int, dtype: np.dtype[Any] | None = None
+    ) -> bytes:
+        """Decode within ``max_size`` bytes; ``dtype`` is the type of the compressor's input
+        elements (needed by pcodec, which stores numbers)."""
+        if self.id == "pcodec":
+            dtype = np.dtype("u1") if dtype is None else dtype
+            return decode_pcodec(bytes(data), dtype, max_size // dtype.itemsize).tobytes()
+        return DECODERS[self.id](self.config, bytes(data), max_size)
 
     def max_encoded_size(self, size: int) -> int:
         return encoded_size_bound(size + 16)

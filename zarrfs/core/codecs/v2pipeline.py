@@ -145,6 +145,19 @@ class V2PipelineCodec(ArrayBytesCodec):
             nbytes = FILTER_SIZES[codec.codec_id](codec, nbytes)
         return nbytes
 
+    def filtered_dtype(self) -> np.dtype[Any]:
+        """The element type the compressor sees (the last filter's output type)."""
+        dtype = self.dtype
+        for codec in self.filters:
+            cid = codec.codec_id
+            if cid == "packbits":
+                dtype = np.dtype("u1")
+            elif cid == "astype":
+                dtype = np.dtype(codec.encode_dtype)
+            elif cid in ("delta", "fixedscaleoffset", "quantize", "categorize"):
+                dtype = np.dtype(getattr(codec, "astype", None) or dtype)
+        return dtype.newbyteorder("=")
+
     def validate(self, spec: ChunkSpec) -> None:
         if spec.dtype != self.dtype.newbyteorder("="):
             raise MetadataError(
@@ -171,7 +184,7 @@ class V2PipelineCodec(ArrayBytesCodec):
         expected = self.filtered_size(spec.nbytes)
         buf: Any = data
         if self.compressor is not None:
-            buf = self.compressor.decode(data, expected)
+            buf = self.compressor.decode(data, expected, self.filtered_dtype())
         size = memoryview(buf).nbytes
         if size != expected:
             raise CorruptDataError(
