@@ -6,10 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(fuse3 libfuse3-dev pkg-config python3-venv)
+norec=()
 extras=""
 if [[ "${1:-}" == "--test" ]]; then
     pkgs+=(fio attr gdal-bin python3-gdal teem-apps libij-java default-jre xvfb xauth)
     pkgs+=(systemd libseccomp2)  # systemd-analyze, the fstab generator; tests/systemd
+    pkgs+=(netcdf-bin hdf5-tools)  # ncdump, h5dump: readers of group.nc (tests/views)
+    # Octave's ncread (netCDF-C) reads group.nc as MATLAB code would; its recommended
+    # packages (GUI, docs) are not needed: about 75 MB and 40 s to install
+    norec+=(octave-netcdf)
     extras="[test]"
 fi
 
@@ -17,11 +22,21 @@ missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]})); then
-    echo "setup: installing ${missing[*]}" >&2
+missing_norec=()
+for p in "${norec[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_norec+=("$p")
+done
+if ((${#missing[@]} + ${#missing_norec[@]})); then
+    echo "setup: installing ${missing[*]} ${missing_norec[*]}" >&2
     SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    if ((${#missing[@]})); then
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    if ((${#missing_norec[@]})); then
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+            "${missing_norec[@]}" >/dev/null
+    fi
 fi
 
 if [[ ! -x .venv/bin/python ]]; then

@@ -40,7 +40,10 @@ ALL_VIEWS = (
     "data.btf",
     "data.nii",
     "data.vrt",
+    "group.nc",
 )
+#: the netCDF-4 view of a group (``zarrfs.views.ncfile``, imported on first use: libhdf5)
+GROUP_FILE = "group.nc"
 
 
 @dataclass
@@ -53,6 +56,8 @@ class MountContext:
     views: frozenset[str] = frozenset(ALL_VIEWS)
     started: float = field(default_factory=time.time)
     scratch: ScratchSpace = field(default_factory=ScratchSpace)
+    #: the rendered ``group.nc`` layouts (a ``zarrfs.views.ncfile.LayoutCache``, made on first use)
+    group_files: Any = None
     _memo: dict[Any, Any] = field(default_factory=dict)
 
     def memo(self, key: Any, compute: Any) -> Any:
@@ -181,6 +186,8 @@ class GroupDir(EditableDirMixin, VDir):
         own = [] if node is None else metadata_names(self.ctx, node)
         if node is not None and node.format.name == IMPLICIT_FORMAT_NAME:
             own.append("info.json")
+        if node is not None and self.ctx.view_enabled(GROUP_FILE):
+            own.append(GROUP_FILE)  # a child node of that name wins (lookup finds it first)
         return sorted({*children, *skipped, *own, *self.scratch_names()})
 
     def lookup(self, name: str) -> VNode | None:
@@ -201,6 +208,10 @@ class GroupDir(EditableDirMixin, VDir):
         try:
             node = h.node(child)
         except NodeNotFound:
+            if name == GROUP_FILE and self.ctx.view_enabled(name) and self._node() is not None:
+                from zarrfs.views.ncfile import group_file
+
+                return group_file(self.ctx, self.path)
             return None
         except ZarrFSError as exc:
             return SkippedNodeDir(
