@@ -108,7 +108,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_zipped_folder(stores, mounter) -> None:
     m = mounter(stores["zip"], "ro")
     root = m.path
-    assert _ls(root) == ["attributes.json", "info.json", "x.zarr"]
+    assert _ls(root) == ["attributes.json", "group.nc", "info.json", "x.zarr"]
     assert json.loads((root / "info.json").read_text())["implicit"] is True
     got = np.fromfile(root / "x.zarr" / "a" / "data.raw", dtype="<i4").reshape(4, 3)
     assert (got == np.arange(12).reshape(4, 3)).all()
@@ -120,8 +120,10 @@ def test_zipped_folder(stores, mounter) -> None:
 
 def test_implicit_paths(stores, mounter) -> None:
     m = mounter(stores["plate"], "ro")
-    assert _ls(m.path) == ["A", "B", "attributes.json", "zarr.json"]
-    assert sorted(os.listdir(m.path / "A")) == ["1", "2", "attributes.json", "info.json"]
+    assert _ls(m.path) == ["A", "B", "attributes.json", "group.nc", "zarr.json"]
+    assert sorted(os.listdir(m.path / "A")) == [
+        "1", "2", "attributes.json", "group.nc", "info.json"
+    ]  # fmt: skip
     raw = (m.path / "A" / "2" / "0" / "data.raw").read_bytes()
     assert raw == np.array([[1, 2], [3, 4]], dtype="<u2").tobytes()
     doc = _assert_same_tree(stores["plate"], m.path)
@@ -135,7 +137,7 @@ def test_implicit_paths(stores, mounter) -> None:
 def test_skipped_nodes_keep_their_directory(stores, mounter) -> None:
     m = mounter(stores["mixed"], "ro")
     names = _ls(m.path)
-    assert names == ["attributes.json", "broken", "good", "unknown_codec", "zarr.json"]
+    assert names == ["attributes.json", "broken", "good", "group.nc", "unknown_codec", "zarr.json"]
     d = m.path / "unknown_codec"
     assert sorted(os.listdir(d)) == ["ERROR.txt", "info.json", "zarr.json"]
     assert "example.not_a_codec" in (d / "ERROR.txt").read_text()

@@ -50,8 +50,8 @@ def test_read_every_array_matches_numpy(
 ) -> None:
     url, arrays = dataset
     m = mount_s3(mounter, moto_server, url, "ro")
-    assert sorted(os.listdir(m.path)) == [".zarrfs", "attributes.json", "sharded", "sub", "temp",
-                                          "zarr.json"]  # fmt: skip
+    assert sorted(os.listdir(m.path)) == [".zarrfs", "attributes.json", "group.nc", "sharded",
+                                          "sub", "temp", "zarr.json"]  # fmt: skip
     for path, data in arrays.items():
         assert np.array_equal(raw(m.path, path), data), path
         assert np.array_equal(np.load(m.path / path / "data.npy", mmap_mode="r"), data), path
