@@ -249,6 +249,12 @@ def test_tree_presence_info_and_renders_following_edits(tmp_path) -> None:
         h = f.open(write=True, truncate=False)
         with pytest.raises(InvalidWriteError, match="generated header"):
             h.write(0, b"\x01")
+        size = f.stat().size
+        with pytest.raises(InvalidWriteError, match="fixed-size"):
+            h.write(size - 1, b"\x00\x00\x00")  # past the end: data.nii never grows
+        with pytest.raises(InvalidWriteError):
+            f.truncate(size + 60)  # nor resizes the array
+        f.truncate(size)  # the size it has: O_TRUNC-style no-op
         head = read_all(f)[:352]
         assert h.write(0, head + b"\x07\x00") == 354  # identical header + data: accepted
         h.release()
