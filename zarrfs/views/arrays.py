@@ -26,6 +26,7 @@ from zarrfs.views.editing import EditableDirMixin
 from zarrfs.views.formats import nifti_prefix, present_formats, vrt_content
 from zarrfs.views.headers import npy_header, view_dtype
 from zarrfs.views.info import array_info, array_xattrs, render_json
+from zarrfs.views.tiff import TIFF_VIEWS, TiffView, present_tiffs
 
 if TYPE_CHECKING:
     from zarrfs.views.tree import MountContext
@@ -385,7 +386,8 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         def compute() -> list[str]:
             names = [v for v in ("data.raw", "data.npy") if self.ctx.view_enabled(v)]
             names += present_headers(arr, self.ctx.byte_order, self.ctx.view_enabled)
-            return names + present_formats(arr, self.ctx.view_enabled)
+            names += present_formats(arr, self.ctx.view_enabled)
+            return names + present_tiffs(self.ctx, arr)
 
         return self.ctx.memo(("views", self.path, arr.uid, arr.shape), compute)
 
@@ -412,6 +414,8 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
             return GeneratedFile(
                 self._memo_render(name, lambda arr: render_header(name, arr, self.ctx.byte_order))
             )
+        if name in TIFF_VIEWS and name in self.view_names():
+            return TiffView(self.ctx, self.path, name)
         if name == "chunks":
             return ChunksDir(self.ctx, self.path)
         if name == "info.json":

@@ -1,0 +1,292 @@
+"""``data.tif`` and ``data.btf`` read through a real mount by the real readers.
+
+- tifffile: values of every page against zarr-python, ImageJ and shaped metadata, BigTIFF.
+- libtiff's ``tiffinfo`` (Debian ``libtiff-tools``): every directory, no error or warning.
+- Pillow: 2-D 8, 16 and 32-bit pages.
+- GDAL (``gdalinfo -checksum``, and the system GDAL bindings for the values of the first and
+  last page).
+- ImageJ (Debian ``libij-java``, headless under Xvfb): hyperstack dimensions and pixel values.
+
+One store holds an array for every (TIFF data type, shape 1-D .. 5-D) with edge chunks and
+missing chunks; it is mounted once per byte order. The readers are test requirements
+(``scripts/setup.sh --test``): a missing one fails, never skips.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+import zarr
+from PIL import Image
+
+pytestmark = pytest.mark.timeout(600)
+
+DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128"]  # fmt: skip
+SHAPES = {"1d": (7,), "2d": (5, 6), "3d": (3, 5, 6), "4d": (2, 3, 5, 6), "5d": (2, 1, 2, 5, 6)}
+IJ_JAR = Path("/usr/share/java/ij.jar")
+
+
+def sample(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    dt, n = np.dtype(dtype), int(np.prod(shape))
+    if dt.kind == "b":
+        a = np.arange(n) % 3 == 1
+    elif dt.kind in "iu":
+        a = (np.arange(n) - (n // 2 if dt.kind == "i" else 0)).astype(dt)
+        a[0], a[-1] = np.iinfo(dt).min, np.iinfo(dt).max
+    elif dt.kind == "f":
+        a = (np.arange(n) * 0.5 - 3).astype(dt)
+    else:
+        a = (np.arange(n) * 0.5 - 3 + 1j * (np.arange(n) * 0.25 + 1)).astype(dt)
+    return a.reshape(shape)
+
+
+def tiffinfo_clean(path: Path, *args: str) -> str:
+    assert shutil.which("tiffinfo"), "tiffinfo is a test requirement (libtiff-tools)"
+    out = subprocess.run(["tiffinfo", *args, str(path)], capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert out.returncode == 0 and out.stderr == "", (path, out.stderr)
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
+    """A store with one array per (dtype, shape): edge chunks, the first chunk missing."""
+    path = tmp_path_factory.mktemp("tiff") / "t.zarr"
+    root = zarr.open_group(str(path), mode="w")
+    expected = {}
+    for dtype in DTYPES:
+        for sname, shape in SHAPES.items():
+            chunks = tuple(max(1, (n + 1) // 2) for n in shape)  # uneven: edge chunks
+            fill = 0 if dtype == "bool" else 1
+            a = root.create_array(f"{dtype}_{sname}", shape=shape, chunks=chunks, dtype=dtype,
+                                  fill_value=fill)  # fmt: skip
+            data = sample(dtype, shape)
+            first = tuple(slice(0, c) for c in chunks)
+            data[first] = fill  # that chunk stays missing: reads as the fill value
+            mask = np.ones(shape, bool)
+            mask[first] = False
+            a[...] = np.where(mask, data, fill)
+            expected[a.basename] = a[...]
+    root.create_array("empty", shape=(0, 5), dtype="u1")
+    root.create_array("scalar", shape=(), dtype="f4")
+    return path, expected
+
+
+@pytest.fixture(scope="module", params=["little", "big"])
+def mounted(request, table, module_mounter):
+    path, expected = table
+    m = module_mounter(path, "ro", f"byte_order={request.param}", name=f"mnt-{request.param}")
+    return m.path, expected, request.param
+
+
+def test_present_exactly_where_tiff_describes_the_array(mounted) -> None:
+    mnt, expected, _ = mounted
+    for name in expected:
+        assert {"data.tif", "data.btf"} <= set(os.listdir(mnt / name)), name
+        info = json.loads((mnt / name / "info.json").read_text())
+        assert info["views"][-2:] == ["data.tif", "data.btf"]
+    for name in ("empty", "scalar"):
+        assert not {"data.tif", "data.btf"} & set(os.listdir(mnt / name))
+        assert not (mnt / name / "data.tif").exists()
+
+
+def test_tifffile_reads_every_array_exactly(mounted) -> None:
+    mnt, expected, order = mounted
+    for name, a in expected.items():
+        raw = (mnt / name / "data.raw").read_bytes()
+        for view in ("data.tif", "data.btf"):
+            p = mnt / name / view
+            with tifffile.TiffFile(p) as t:
+                assert t.is_bigtiff == (view == "data.btf")
+                assert t.byteorder == ("<" if order == "little" else ">")
+                got = t.asarray()
+                assert len(t.pages) == max(1, int(np.prod(a.shape[:-2])))
+                page = t.pages[0]
+                # the data region is data.raw, unchanged, at the first strip
+                start = page.dataoffsets[0]
+                assert p.read_bytes()[start : start + len(raw)] == raw
+            want = a.view(np.uint8) if a.dtype == bool else a
+            assert got.shape == a.shape, (name, view, got.shape)
+            assert np.array_equal(got, want), (name, view)
+
+
+def test_libtiff_reads_every_directory_without_warnings(mounted) -> None:
+    mnt, expected, _ = mounted
+    for name, a in expected.items():
+        for view in ("data.tif", "data.btf"):
+            out = tiffinfo_clean(mnt / name / view)
+            assert out.count("TIFF Directory at offset") == max(1, int(np.prod(a.shape[:-2])))
+            dump = subprocess.run(["tiffdump", str(mnt / name / view)], capture_output=True,
+                                  text=True, timeout=60)  # fmt: skip
+            assert dump.returncode == 0 and dump.stderr == "", dump.stderr
+
+
+def test_pillow_reads_2d_pages(mounted) -> None:
+    mnt, expected, _ = mounted
+    for dtype in ("uint8", "uint16", "int32", "float32"):
+        a = expected[f"{dtype}_2d"]
+        with Image.open(mnt / f"{dtype}_2d" / "data.tif") as im:
+            assert im.size == (a.shape[1], a.shape[0])
+            assert np.array_equal(np.asarray(im), a), dtype
+
+
+GDAL_READ = r"""
+import json, sys
+from osgeo import gdal
+gdal.UseExceptions()
+out = {}
+for path, pages in json.load(sys.stdin):
+    got = []
+    for k in sorted({0, pages - 1}):
+        ds = gdal.Open(path if pages == 1 else f"GTIFF_DIR:{k + 1}:{path}")
+        got.append([ds.RasterXSize, ds.RasterYSize, ds.RasterCount,
+                    ds.GetRasterBand(1).ReadAsArray().ravel().tolist()])
+    out[path] = got
+print(json.dumps(out))
+"""
+
+
+def test_gdal_reads_first_and_last_page(mounted) -> None:
+    mnt, expected, _ = mounted
+    todo, want = [], {}
+    for dtype in ("uint8", "int16", "uint16", "int32", "uint32", "float32", "float64"):
+        for sname in ("2d", "3d", "5d"):
+            a = expected[f"{dtype}_{sname}"]
+            planes = a.reshape(-1, *a.shape[-2:])
+            for view in ("data.tif", "data.btf"):
+                p = str(mnt / f"{dtype}_{sname}" / view)
+                todo.append((p, len(planes)))
+                want[p] = [planes[0], planes[-1]] if len(planes) > 1 else [planes[0]]
+                check = subprocess.run(["gdalinfo", "-checksum", p], capture_output=True,
+                                       text=True, timeout=60)  # fmt: skip
+                assert check.returncode == 0 and "Checksum=" in check.stdout, check.stderr
+                assert "Warning" not in check.stderr and "ERROR" not in check.stderr, p
+    proc = subprocess.run(["/usr/bin/python3", "-c", GDAL_READ], input=json.dumps(todo),
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for p, pages in json.loads(proc.stdout).items():
+        for (w, h, bands, values), plane in zip(pages, want[p], strict=True):
+            assert (w, h, bands) == (plane.shape[1], plane.shape[0], 1)
+            assert np.array_equal(np.array(values, plane.dtype), plane.ravel()), p
+
+
+def test_writes_go_to_the_array_and_header_writes_are_refused(tmp_path, mounter) -> None:
+    store = tmp_path / "w.zarr"
+    a = zarr.create_array(str(store), shape=(4, 6, 8), chunks=(2, 3, 3), dtype="uint16",
+                          fill_value=0, dimension_names=["z", "y", "x"])  # fmt: skip
+    a[1] = 5
+    m = mounter(store, "rw", "byte_order=big")
+    p = m.path / "data.tif"
+    with tifffile.TiffFile(p) as t:
+        start = t.pages[0].dataoffsets[0]
+        size = p.stat().st_size
+    fd = os.open(p, os.O_RDWR)
+    try:
+        # a row of plane 2 written through the TIFF view, in the mount's byte order
+        row = np.arange(100, 108, dtype=">u2").tobytes()
+        assert os.pwrite(fd, row, start + (2 * 48 + 8) * 2) == len(row)
+        head = os.pread(fd, 8, 0)
+        assert os.pwrite(fd, head, 0) == 8  # identical header bytes: accepted
+        with pytest.raises(OSError) as err:
+            os.pwrite(fd, b"II*\x00", 0)
+        assert err.value.errno == errno.EINVAL
+        with pytest.raises(OSError) as err:  # the last IFD
+            os.pwrite(fd, b"\xff" * 4, size - 4)
+        assert err.value.errno == errno.EINVAL
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert "TIFF header or directory bytes" in m.log()
+    got = zarr.open_array(str(store))[...]
+    assert np.array_equal(got[2, 1], np.arange(100, 108)) and got[1].min() == 5
+    assert (m.path / "data.tif").stat().st_size == size
+    with tifffile.TiffFile(p) as t:
+        assert np.array_equal(t.asarray(), got)
+
+
+# ----------------------------------------------------------------------------- ImageJ
+
+
+IJ_MACRO = r"""
+lines = split(File.openAsString(getArgument()), "\n");
+for (i = 0; i < lines.length; i++) {
+    if (lengthOf(lines[i]) == 0) continue;
+    f = split(lines[i], "\t");
+    open(f[0]);
+    getDimensions(w, h, c, z, t);
+    s = "CASE " + w + " " + h + " " + c + " " + z + " " + t + " " + Stack.isHyperstack + ":";
+    for (k = 1; k <= nSlices; k++) {
+        setSlice(k);
+        s = s + " " + getPixel(0, 0) + " " + getPixel(w - 1, h - 1);
+    }
+    print(s);
+    close();
+}
+"""
+
+
+def imagej_open(tmp: Path, paths: list[Path]) -> list[tuple[list[int], list[float]]]:
+    """ImageJ's File > Open of each path -> ([w, h, c, z, t, hyperstack], corner pixels)."""
+    assert IJ_JAR.exists(), "ImageJ is a test requirement (scripts/setup.sh --test: libij-java)"
+    (tmp / "open.ijm").write_text(IJ_MACRO)
+    (tmp / "cases.txt").write_text("\n".join(str(p) for p in paths))
+    env = {**os.environ, "HOME": str(tmp)}
+    out = subprocess.run(
+        ["xvfb-run", "-a", "java", "-jar", str(IJ_JAR), "-batch", str(tmp / "open.ijm"),
+         str(tmp / "cases.txt")],
+        capture_output=True, text=True, timeout=180, env=env,
+    )  # fmt: skip
+    rows = [x for x in out.stdout.splitlines() if x.startswith("CASE ")]
+    assert len(rows) == len(paths), out.stdout + out.stderr
+    result = []
+    for row in rows:
+        head, values = row.split(":", 1)
+        result.append(([int(v) for v in head.split()[1:]], [float(v) for v in values.split()]))
+    return result
+
+
+def corners(a: np.ndarray) -> list[float]:
+    """(first, last) pixel of every plane, planes in ImageJ's order (channel fastest)."""
+    planes = a.reshape(-1, *a.shape[-2:])
+    return [float(v) for p in planes for v in (p[0, 0], p[-1, -1])]
+
+
+def test_imagej_opens_hyperstacks_with_the_right_dimensions(tmp_path, mounter) -> None:
+    store = tmp_path / "ij.zarr"
+    root = zarr.open_group(str(store), mode="w")
+    cases = {  # name: (dtype, shape, dimension names)
+        "tzc": ("uint16", (2, 3, 4, 5, 6), ["t", "z", "c", "y", "x"]),
+        "zc": ("float32", (3, 2, 5, 6), ["Z", "Channel", "y", "x"]),
+        "tc1": ("uint8", (3, 2, 1, 5, 6), ["time", "c", "z", "y", "x"]),  # z of size 1
+        "cz": ("uint16", (2, 3, 5, 6), ["c", "z", "y", "x"]),  # not ImageJ's order
+        "plain": ("uint16", (4, 5, 6), None),
+    }
+    expected = {}
+    for name, (dtype, shape, names) in cases.items():
+        a = root.create_array(name, shape=shape, chunks=shape, dtype=dtype, dimension_names=names)
+        a[...] = (np.arange(np.prod(shape)) % 251).reshape(shape).astype(dtype)
+        expected[name] = a[...]
+    m = mounter(store, "ro")
+    got = imagej_open(tmp_path, [m.path / n / "data.tif" for n in cases])
+    dims = {
+        "tzc": [6, 5, 4, 3, 2, 1],
+        "zc": [6, 5, 2, 3, 1, 1],
+        "tc1": [6, 5, 2, 1, 3, 1],
+        "cz": [6, 5, 1, 6, 1, 0],  # a plain stack of the 6 planes in the array's order
+        "plain": [6, 5, 1, 4, 1, 0],
+    }
+    for (size, values), name in zip(got, cases, strict=True):
+        assert size == dims[name], (name, size)
+        assert values == corners(expected[name]), name
+    with tifffile.TiffFile(m.path / "tzc" / "data.tif") as t:
+        assert t.is_imagej and t.series[0].axes == "TZCYX"
+        assert t.imagej_metadata["channels"] == 4 and t.imagej_metadata["frames"] == 2
