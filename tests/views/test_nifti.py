@@ -18,6 +18,7 @@ import os
 from math import prod
 
 import nibabel as nib
+import niizarr
 import numpy as np
 import pytest
 import zarr
@@ -381,3 +382,42 @@ def test_tree_serves_a_draft_nifti_zarr_base64_header(tmp_path) -> None:
         assert img.header.get_intent()[0] == "estimate"
     finally:
         t.close()
+
+
+def test_real_mount_serves_the_header_of_a_niizarr_image(tmp_path, mounter) -> None:
+    """A NIfTI file converted by the NIfTI-Zarr reference implementation (``niizarr``, the
+    ``nifti-zarr`` package) comes back through the mount as the same NIfTI image."""
+    affine = np.array([[0.0, -0.8, 0.0, 12.0], [0.9, 0.0, 0.0, -4.0],
+                       [0.0, 0.0, 1.1, 7.5], [0, 0, 0, 1]])  # fmt: skip
+    data = np.arange(40 * 36 * 20 * 2, dtype=np.float32).reshape(40, 36, 20, 2) - 7.25
+    src = nib.Nifti1Image(data, affine)
+    src.header["descrip"] = b"converted by niizarr"
+    src.header.set_xyzt_units("mm", "sec")
+    src.header["pixdim"][4] = 2.5
+    nib.save(src, tmp_path / "in.nii")
+    niizarr.nii2zarr(str(tmp_path / "in.nii"), str(tmp_path / "out.nii.zarr"), chunk=16,
+                     nb_levels=2)  # fmt: skip
+    m = mounter(tmp_path / "out.nii.zarr", "ro", "byte_order=big")
+    img = load((m.path / "0" / "data.nii").read_bytes())
+    assert img.shape == data.shape and np.array_equal(np.asarray(img.dataobj), data)
+    assert np.allclose(img.affine, affine, atol=1e-6)
+    assert img.header["descrip"] == b"converted by niizarr" and img.header.endianness == ">"
+    assert np.allclose(img.header.get_zooms(), [0.9, 0.8, 1.1, 2.5])
+    assert img.header.get_xyzt_units() == ("mm", "sec")
+    # level 1: the level-0 transform rescaled by the OME-NGFF scales, as zarr2nii does
+    ms = json.loads((tmp_path / "out.nii.zarr" / "zarr.json").read_text())["attributes"]["ome"]
+    ds = ms["multiscales"][0]["datasets"]
+
+    def phys(d: dict) -> np.ndarray:
+        p = np.eye(4)
+        p[[0, 1, 2], [0, 1, 2]] = d["coordinateTransformations"][0]["scale"][:0:-1]
+        p[:3, 3] = d["coordinateTransformations"][1]["translation"][:0:-1]
+        return p
+
+    level1 = zarr.open_array(str(tmp_path / "out.nii.zarr" / "1"))[...]
+    img1 = load((m.path / "1" / "data.nii").read_bytes())
+    assert img1.shape == level1.shape[::-1]
+    assert np.array_equal(np.asarray(img1.dataobj), level1.transpose())
+    exp = affine @ np.linalg.inv(phys(ds[0])) @ phys(ds[1])
+    assert np.allclose(img1.affine, exp, atol=1e-5)
+    assert np.isclose(img1.header.get_zooms()[3], 2.5)

@@ -58,8 +58,9 @@ _TIME_UNITS = {"second": "sec", "millisecond": "msec", "microsecond": "usec"}
 
 @dataclass(frozen=True)
 class OmeAxis:
-    """One axis of an OME-NGFF image: its name, type and unit, and where index 0 lies and how
-    far apart samples are (both ``None`` when the metadata gives no transformation)."""
+    """One axis of an OME-NGFF image: its name, type and unit, how far apart samples are
+    (``scale``) and where index 0 lies (``translation``); 1 and 0 when the metadata gives no
+    transformation."""
 
     name: str
     type: str | None
