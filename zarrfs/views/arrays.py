@@ -23,7 +23,7 @@ from zarrfs.core.array import ZarrArray
 from zarrfs.core.errors import InvalidWriteError, NodeNotFound, ReadOnlyError
 from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
 from zarrfs.views.editing import EditableDirMixin
-from zarrfs.views.formats import nifti_prefix, present_formats, vrt_content
+from zarrfs.views.formats import nifti_prefix, nifti_prefix_size, present_formats, vrt_content
 from zarrfs.views.headers import npy_header, view_dtype
 from zarrfs.views.info import array_info, array_xattrs, render_json
 from zarrfs.views.tiff import TIFF_VIEWS, TiffView, present_tiffs
@@ -80,9 +80,14 @@ class DataFile(VFile, _ArrayRef):
             return npy_header(view_dtype(arr.dtype, self.ctx.byte_order), arr.shape)
         return nifti_prefix(self.ctx, arr)
 
+    def header_size(self, arr: ZarrArray) -> int:
+        if self.kind == "nii":  # most arrays need no rendering to know it
+            return nifti_prefix_size(self.ctx, arr)
+        return len(self.header(arr))
+
     def stat(self) -> Stat:
         arr = self.array()
-        size = len(self.header(arr)) + arr.nbytes
+        size = self.header_size(arr) + arr.nbytes
         return Stat(
             is_dir=False,
             size=size,

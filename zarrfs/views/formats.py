@@ -194,6 +194,18 @@ def nifti_prefix(ctx: MountContext, arr: ZarrArray) -> bytes:
     return _render(ctx, arr, "data.nii", render)
 
 
+def nifti_prefix_size(ctx: MountContext, arr: ZarrArray) -> int:
+    """``len(nifti_prefix(ctx, arr))``, without rendering when the group is no OME-NGFF
+    image (no NIfTI-Zarr header can apply, so the prefix is the plain one): listing many
+    arrays then costs no header rendering."""
+    group = _group(ctx, arr.path)
+    if group is None or not nifti.multiscales(group.metadata.attributes):
+        if not nifti.describable(arr.dtype, arr.shape):
+            raise NodeNotFound(f"/{arr.path}/data.nii: NIfTI cannot describe this array")
+        return nifti.plain_prefix_size(arr.shape)
+    return len(nifti_prefix(ctx, arr))
+
+
 def _first_dataset(group_attrs: Mapping[str, Any]) -> str | None:
     for ms in nifti.multiscales(group_attrs):
         datasets = ms.get("datasets") if isinstance(ms, dict) else None

@@ -87,6 +87,12 @@ def describable(dtype: np.dtype[Any], shape: Sequence[int]) -> bool:
     )
 
 
+def plain_prefix_size(shape: Sequence[int]) -> int:
+    """Length of the prefix :func:`nifti_header` writes without a stored header (no
+    extensions): 352 bytes for NIfTI-1, 544 for NIfTI-2."""
+    return 352 if max(shape) <= NIFTI1_DIM_MAX else 544
+
+
 # ----------------------------------------------------------------------------- OME-NGFF
 
 
