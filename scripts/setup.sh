@@ -5,11 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(fuse3 libfuse3-dev pkg-config python3-venv)
+pkgs=(fuse3 libfuse3-dev pkg-config python3-venv attr)  # attr: getfattr/setfattr for the xattrs
 norec=()
 extras=""
 if [[ "${1:-}" == "--test" ]]; then
-    pkgs+=(fio attr gdal-bin python3-gdal teem-apps libij-java default-jre xvfb xauth libtiff-tools)
+    pkgs+=(fio vim-tiny gdal-bin python3-gdal teem-apps libij-java default-jre xvfb xauth libtiff-tools)
     pkgs+=(systemd libseccomp2)  # systemd-analyze, the fstab generator; tests/systemd
     pkgs+=(netcdf-bin hdf5-tools)  # ncdump, h5dump: readers of group.nc (tests/views)
     # Octave's ncread (netCDF-C) reads group.nc as MATLAB code would; its recommended

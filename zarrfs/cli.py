@@ -30,7 +30,13 @@ import sys
 
 from zarrfs import __version__
 
-TOOLS = ("info", "demo", "check", "stats")
+#: the helpers, each in ``zarrfs.tools.<name>``, with the one line ``zarrfs --help`` shows
+TOOLS = {
+    "info": "show a store's tree: shapes, data types, codecs, sizes",
+    "demo": "mount a bundled sample store and use it with ordinary tools",
+    "check": "decode every chunk, verify checksums (exit 1 on damage)",
+    "stats": "show a live mount's counters (cache, bytes, errors)",
+}
 COMMANDS = ("mount", "umount", *TOOLS)
 
 
@@ -69,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
         help="how long to wait for the daemon to flush and exit (default 120)",
     )  # fmt: skip
     for name in TOOLS:
-        commands.add_parser(name, help=f"see zarrfs {name} --help", add_help=False)
+        commands.add_parser(name, help=TOOLS[name], add_help=False)
     return parser
 
 

@@ -148,8 +148,19 @@ def build_store(path: Path) -> None:
         arr.flush()
 
 
-def run(cmd: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+#: the Debian package that provides each optional program the demo runs
+PACKAGES = {"getfattr": "attr", "findmnt": "util-linux", "od": "coreutils", "cmp": "diffutils"}
+
+
+def run(cmd: list[str], check: bool = True) -> subprocess.CompletedProcess[str] | None:
+    """Run ``cmd`` and print it with its output, as a transcript. A program that is not
+    installed is reported in one line and skipped (``None``); the demo goes on."""
     print(f"$ {shlex.join(cmd)}", flush=True)
+    if shutil.which(cmd[0]) is None:
+        pkg = PACKAGES.get(cmd[0])
+        hint = f" (Debian package {pkg})" if pkg else ""
+        print(f"# {cmd[0]} is not installed{hint}: skipped", flush=True)
+        return None
     res = subprocess.run(cmd, text=True, capture_output=True)
     out = (res.stdout + res.stderr).rstrip()
     if out:
