@@ -6,6 +6,9 @@
 - GDAL (``gdalinfo -checksum``, and the system GDAL bindings for the values of the first and
   last page).
 - ImageJ (Debian ``libij-java``, headless under Xvfb): hyperstack dimensions and pixel values.
+- OME-XML of an OME-Zarr image written by ome-zarr-py, validated against the OME schema by
+  ome-types.
+- Sparse arrays just under and just over 4 GiB.
 
 One store holds an array for every (TIFF data type, shape 1-D .. 5-D) with edge chunks and
 missing chunks; it is mounted once per byte order. The readers are test requirements
@@ -22,9 +25,11 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import ome_types
 import pytest
 import tifffile
 import zarr
+from ome_zarr.writer import write_image
 from PIL import Image
 
 pytestmark = pytest.mark.timeout(600)
@@ -290,3 +295,96 @@ def test_imagej_opens_hyperstacks_with_the_right_dimensions(tmp_path, mounter) -
     with tifffile.TiffFile(m.path / "tzc" / "data.tif") as t:
         assert t.is_imagej and t.series[0].axes == "TZCYX"
         assert t.imagej_metadata["channels"] == 4 and t.imagej_metadata["frames"] == 2
+
+
+# ----------------------------------------------------------------------------- OME-Zarr
+
+
+def write_ome_image(group: zarr.Group, shape: tuple[int, ...]) -> np.ndarray:
+    """An OME-NGFF image written by ome-zarr-py (one resolution level, "s0")."""
+    data = (np.arange(np.prod(shape)) % 250).astype("uint16").reshape(shape)
+    write_image(
+        data, group, scale_factors=(), axes="tczyx",
+        scale={"t": 2.0, "c": 1.0, "z": 0.5, "y": 0.25, "x": 0.25},
+        axes_units={"t": "second", "z": "micrometer", "y": "micrometer", "x": "micrometer"},
+        storage_options={"chunks": (1, 1, 1, 8, 8)},
+    )  # fmt: skip
+    attrs = group.attrs.asdict()
+    channels = [{"label": f"ch{i}\u00e9"} for i in range(shape[1])]
+    attrs["ome"]["omero"] = {"channels": channels}  # "é": OME-XML is ASCII with references
+    group.attrs.update(attrs)
+    return data
+
+
+def test_ome_zarr_image_opens_with_its_axes_and_ome_xml(tmp_path, mounter) -> None:
+    store = tmp_path / "ome.zarr"
+    root = zarr.open_group(str(store), mode="w")
+    images = {"tcyx": (3, 2, 1, 16, 20), "tzyx": (2, 1, 4, 16, 20), "tczyx": (3, 2, 4, 16, 20)}
+    data = {name: write_ome_image(root.create_group(name), shape) for name, shape in images.items()}
+    m = mounter(store, "ro")
+    for name, a in data.items():
+        for view in ("data.tif", "data.btf"):
+            p = m.path / name / "s0" / view
+            tiffinfo_clean(p)
+            with tifffile.TiffFile(p) as t:
+                assert np.array_equal(t.series[0].asarray().reshape(a.shape), a)
+                if view == "data.tif" and name != "tczyx":
+                    continue  # the ImageJ description (checked below); OME-XML is in data.btf
+                assert t.is_ome
+                ome = ome_types.from_xml(t.ome_metadata, validate=True)  # the OME schema
+            px = ome.images[0].pixels
+            assert (px.size_t, px.size_c, px.size_z, px.size_y, px.size_x) == a.shape
+            assert px.dimension_order.value == "XYZCT"  # z fastest: the array's C order
+            assert (px.physical_size_x, px.physical_size_z, px.time_increment) == (0.25, 0.5, 2)
+            assert px.physical_size_x_unit.value == "µm"
+            assert [c.name for c in px.channels] == [f"ch{i}é" for i in range(a.shape[1])]
+    for name in ("tcyx", "tzyx"):
+        with tifffile.TiffFile(m.path / name / "s0" / "data.tif") as t:
+            ij = t.imagej_metadata
+            assert ij["unit"] == "micron" and ij["finterval"] == 2.0 and ij["spacing"] == 0.5
+            assert t.pages[0].get_resolution() == (4.0, 4.0)  # pixels per micron
+    paths = [m.path / name / "s0" / "data.tif" for name in images]
+    got = imagej_open(tmp_path, paths)
+    assert got[0][0] == [20, 16, 2, 1, 3, 1]  # channels, slices, frames; a hyperstack
+    assert got[1][0] == [20, 16, 1, 4, 2, 1]
+    # channel before z is not ImageJ's plane order: ImageJ opens the 24 planes as a stack
+    assert got[2][0] == [20, 16, 1, 24, 1, 0]
+    for (_, values), a in zip(got, data.values(), strict=True):
+        assert values == corners(a)
+
+
+# ----------------------------------------------------------------------------- 4 GiB
+
+
+def test_sparse_arrays_around_4_gib(tmp_path, mounter) -> None:
+    """Just under 4 GiB data.tif is classic TIFF with every IFD; just over it is ImageJ's
+    one-IFD form. data.btf has every IFD in both. Only the last plane is stored."""
+    store = tmp_path / "big.zarr"
+    root = zarr.open_group(str(store), mode="w")
+    last = (np.arange(1 << 20) % 253).astype("uint8").reshape(1024, 1024)
+    for name, n in (("under", 4095), ("over", 4097)):
+        a = root.create_array(name, shape=(n, 1024, 1024), chunks=(1, 1024, 1024), dtype="u1",
+                              fill_value=0)  # fmt: skip
+        a[-1] = last
+    m = mounter(store, "ro")
+    under, over = m.path / "under" / "data.tif", m.path / "over" / "data.tif"
+    assert under.stat().st_size < 2**32 < over.stat().st_size
+    assert tiffinfo_clean(under).count("TIFF Directory at offset") == 4095
+    with tifffile.TiffFile(under) as t:
+        assert len(t.pages) == 4095 and not t.is_imagej
+        assert np.array_equal(t.pages[-1].asarray(), last)
+        assert not t.pages[0].asarray().any()
+    assert tiffinfo_clean(over).count("TIFF Directory at offset") == 1
+    with tifffile.TiffFile(over) as t:
+        assert t.is_imagej and t.imagej_metadata["images"] == 4097
+        assert t.series[0].shape == (4097, 1024, 1024)
+    mapped = tifffile.memmap(over, mode="r")  # the ImageJ series, contiguous past 4 GiB
+    try:
+        assert mapped.shape == (4097, 1024, 1024) and np.array_equal(mapped[-1], last)
+    finally:
+        del mapped
+    for name, n in (("under", 4095), ("over", 4097)):
+        btf = m.path / name / "data.btf"
+        assert tiffinfo_clean(btf).count("TIFF Directory at offset") == n
+        with tifffile.TiffFile(btf) as t:
+            assert t.is_bigtiff and np.array_equal(t.pages[-1].asarray(), last)

@@ -50,7 +50,7 @@ import tifffile
 from zarrfs.core.errors import InvalidWriteError, NodeNotFound, ReadOnlyError, ZarrFSError
 from zarrfs.views.base import Stat, VFile, VHandle
 from zarrfs.views.legacy import resolve_byte_order, type_code
-from zarrfs.views.tiffmeta import NgffImage, TiffMeta, ngff_image, tiff_meta
+from zarrfs.views.tiffmeta import NgffImage, TiffMeta, description, ngff_image, tiff_meta
 
 if TYPE_CHECKING:
     from zarrfs.core.array import ZarrArray
@@ -178,7 +178,8 @@ def _standin(
     byteorder: str,
 ) -> tuple[_SparseSink, tifffile.TiffFile]:
     sink = _SparseSink()
-    extra = [(270, "s", 0, d, True) for d in desc[1:]]
+    # every description as an extra tag: tifffile's ``description=`` would keep out the others
+    extra = [(270, "s", 0, d, True) for d in desc if d]
     kw: dict[str, Any] = {}
     if meta.resolution is not None:
         kw = {"resolution": meta.resolution, "resolutionunit": 1}
@@ -191,7 +192,7 @@ def _standin(
             dtype=dtype,
             photometric="minisblack",
             contiguous=True,
-            description=desc[0],
+            description=None,
             extratags=extra,
             software=False,
             metadata=None,
@@ -223,7 +224,7 @@ def render_layout(
     y, x = shape[-2:]
     pages = math.prod(shape[:-2])
     plane = y * x * dtype.itemsize
-    desc = [meta.imagej_single or ""] if single else meta.descriptions
+    desc = [meta.imagej_single or ""] if single else [description(meta, big)]
     sink, tif = _standin(dtype, y, x, 1 if single or pages == 1 else 2, desc, meta, big, byteorder)
     with tif:
         t = tif.tiff
@@ -287,9 +288,13 @@ def tiff_layout(
     try:
         if name == "data.btf":
             return render_layout(dtype, planes, meta, True, False, bo)
-        layout = render_layout(dtype, planes, meta, False, False, bo)
-        if layout.size < 2**32:
-            return layout
+        if _fits_classic(planes, dtype.itemsize):
+            try:
+                layout = render_layout(dtype, planes, meta, False, False, bo)
+            except struct.error:  # the directories would start past 4 GiB
+                layout = None
+            if layout is not None and layout.size < 2**32:
+                return layout
         if meta.imagej_single is None:
             return None
         layout = render_layout(dtype, planes, meta, False, True, bo)
@@ -297,6 +302,11 @@ def tiff_layout(
         log.debug("/%s/%s: no TIFF layout: %s", arr.path, name, exc)
         return None
     return layout if layout.data_offset + layout.plane < 2**32 else None
+
+
+def _fits_classic(planes: tuple[int, ...], itemsize: int) -> bool:
+    """Whether the data alone leave room for classic TIFF's 32-bit offsets."""
+    return math.prod(planes) * itemsize < 2**32
 
 
 def ngff_of(ctx: MountContext, path: str) -> tuple[NgffImage | None, object]:

@@ -15,6 +15,9 @@ Invariants:
   ``slices=``, ``frames=``, ``hyperstack=true``, spacing and unit) is written only when the
   array's axes of size > 1 already run in that order; otherwise ImageJ opens a plain stack.
   OME-XML (OME-NGFF datasets) states any axis order through DimensionOrder.
+- A directory carries one ImageDescription (libtiff warns about two): ``data.tif`` the ImageJ
+  description where there is one, else OME-XML; ``data.btf`` OME-XML where there is one, else
+  the ImageJ description; otherwise tifffile's shaped description.
 - Every description is produced by tifffile (``imagej_description``, ``shaped_description``,
   ``OmeXml``). Axes without a known role give tifffile's shaped description (the N-D shape).
 - Metadata that cannot be stated exactly is left out (an unknown unit drops its physical
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -64,10 +67,14 @@ class NgffImage:
 
 @dataclass
 class TiffMeta:
-    """The descriptions and plane order of one TIFF view."""
+    """What the first directory's ImageDescription can say about one array."""
 
-    #: ImageDescription tags of the first directory, in order
-    descriptions: list[str] = field(default_factory=list)
+    #: tifffile's shaped description (the N-D shape), always available
+    shaped: str
+    #: ImageJ hyperstack description, where ImageJ can state the array's axes
+    imagej: str | None = None
+    #: OME-XML, for a dataset of an OME-NGFF image
+    ome: str | None = None
     #: (x, y) pixels per unit for XResolution/YResolution, or None
     resolution: tuple[float, float] | None = None
     #: ImageJ description (with ``images=``) of the one-directory form used above 4 GiB, whose
@@ -157,13 +164,14 @@ def tiff_meta(
     stack = None
     if dtype_code in IMAGEJ_TYPES and math.prod(shape[-2:]) < 2**31:
         stack = tifffile.imagej_description((math.prod(shape[:-2]), *shape[-2:]), "ZYX")
+    shaped = shaped_description(array_shape or shape)
     if not named or roles is None:
-        return TiffMeta([shaped_description(array_shape or shape)], imagej_single=stack)
+        return TiffMeta(shaped, imagej_single=stack)
     extra, resolution = _calibration(ngff)
-    meta = TiffMeta([], resolution=resolution, imagej_single=stack)
+    meta = TiffMeta(shaped, resolution=resolution, imagej_single=stack)
     letters = "".join(r.upper() for r in roles if r is not None) + "YX"
     if ngff is not None:
-        meta.descriptions.append(_ome_xml(dtype_code, shape, letters, ngff, path))
+        meta.ome = _ome_xml(dtype_code, shape, letters, ngff, path)
     # ImageJ reads planes in one order only (channel fastest, then z, then time): a hyperstack
     # is stated only when the array's axes of size > 1 already run in that order
     sized = [r for r, n in zip(roles, shape, strict=False) if n > 1]
@@ -172,11 +180,16 @@ def tiff_meta(
         sizes = {r: shape[roles.index(r)] if r in roles else 1 for r in _IMAGEJ_ROLES}
         ij_shape = (sizes["t"], sizes["z"], sizes["c"], *shape[-2:])
         ij = tifffile.imagej_description(ij_shape, "TZCYX", hyperstack=True, **extra)
-        meta.descriptions.append(ij)
-        meta.imagej_single = ij
-    if not meta.descriptions:  # named axes, but no format to state them in
-        meta.descriptions.append(shaped_description(array_shape or shape))
+        meta.imagej = meta.imagej_single = ij
     return meta
+
+
+def description(meta: TiffMeta, big: bool) -> str:
+    """The one ImageDescription of a view (libtiff warns about a directory with two):
+    ``data.tif`` is for ImageJ first (ImageJ does not read BigTIFF), ``data.btf`` for OME
+    readers (Bio-Formats, QuPath) first; tifffile reads every one of them."""
+    first, second = (meta.ome, meta.imagej) if big else (meta.imagej, meta.ome)
+    return first or second or meta.shaped
 
 
 def _calibration(ngff: NgffImage | None) -> tuple[dict[str, Any], tuple[float, float] | None]:
