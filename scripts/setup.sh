@@ -5,6 +5,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# apt's and pip's own chatter (debconf notices, build-backend notices, index warnings) goes to a
+# log that is shown only when a step fails, so a user sees one line per step
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+quiet() {
+    if ! "$@" >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "setup: failed: $*" >&2
+        exit 1
+    fi
+}
+pip_quiet() { quiet .venv/bin/python -m pip install -q "$@"; }
+
 pkgs=(fuse3 libfuse3-dev pkg-config python3-venv attr)  # attr: getfattr/setfattr for the xattrs
 norec=()
 extras=""
@@ -29,21 +42,21 @@ done
 if ((${#missing[@]} + ${#missing_norec[@]})); then
     echo "setup: installing ${missing[*]} ${missing_norec[*]}" >&2
     SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-    $SUDO apt-get update -qq
+    quiet $SUDO apt-get update -qq
     if ((${#missing[@]})); then
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+        quiet $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
     fi
     if ((${#missing_norec[@]})); then
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-            "${missing_norec[@]}" >/dev/null
+        quiet $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends "${missing_norec[@]}"
     fi
 fi
 
 if [[ ! -x .venv/bin/python ]]; then
     python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".${extras}"
+pip_quiet --upgrade pip
+pip_quiet -e ".${extras}"
 # fstab (type fuse.zarrfs, through mount.fuse3) and zarrfs@.service run `zarrfs` from root's
 # PATH: as root, link this checkout's entry point there (a file that is not a link is kept)
 if [[ $(id -u) -eq 0 ]]; then
