@@ -18,10 +18,12 @@ missing chunks; it is mounted once per byte order. The readers are test requirem
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import shutil
 import subprocess
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,9 @@ import tifffile
 import zarr
 from ome_zarr.writer import write_image
 from PIL import Image
+
+from zarrfs.views.tiff import layout_for
+from zarrfs.views.tree import open_tree
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -388,3 +393,65 @@ def test_sparse_arrays_around_4_gib(tmp_path, mounter) -> None:
         assert tiffinfo_clean(btf).count("TIFF Directory at offset") == n
         with tifffile.TiffFile(btf) as t:
             assert t.is_bigtiff and np.array_equal(t.pages[-1].asarray(), last)
+
+
+# ----------------------------------------------------------------------------- the tree
+
+
+class Opts:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def read_view(root, path: str, name: str) -> bytes:
+    f = root.lookup(path).lookup(name)
+    h = f.open(write=False, truncate=False)
+    try:
+        return bytes(h.read(0, f.stat().size))
+    finally:
+        h.release()
+
+
+def test_a_long_stack_costs_one_template_and_layouts_follow_the_array(tmp_path) -> None:
+    store = tmp_path / "s.zarr"
+    a = zarr.create_array(str(store / "stack"), shape=(100_000, 2, 3), chunks=(5000, 2, 3),
+                          dtype="u1", fill_value=3)  # fmt: skip
+    a[-1] = np.arange(6).reshape(2, 3)
+    root = open_tree(str(store), Opts(writeback=0))
+    try:
+        arr = root.ctx.hierarchy.array("stack")
+        tracemalloc.start()
+        layout = layout_for(root.ctx, "data.tif", arr)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert layout is not None and layout.pages == 100_000
+        # one IFD template, not 100,000 rendered directories (about 16 MB)
+        assert peak < 1 << 20 and len(layout.head) + len(layout.template) < 4096
+        assert layout_for(root.ctx, "data.tif", arr) is layout  # once per array state
+        body = read_view(root, "stack", "data.tif")
+        with tifffile.TiffFile(io.BytesIO(body)) as t:
+            assert len(t.pages) == 100_000
+            assert np.array_equal(t.pages[-1].asarray(), a[-1])
+            assert np.array_equal(t.pages[-2].asarray(), a[-2])
+        # a resize through data.raw renders anew: the TIFF views follow the new shape
+        raw = root.lookup("stack").lookup("data.raw")
+        raw.truncate(5 * 6)
+        body = read_view(root, "stack", "data.tif")
+        with tifffile.TiffFile(io.BytesIO(body)) as t:
+            assert len(t.pages) == 5 and np.array_equal(t.asarray(), np.full((5, 2, 3), 3))
+    finally:
+        root.close()
+
+
+def test_views_option_selects_the_tiff_views(tmp_path) -> None:
+    store = tmp_path / "s.zarr"
+    zarr.create_array(str(store / "img"), shape=(4, 5), dtype="u2", fill_value=0)
+    root = open_tree(str(store), Opts(views=("data.raw", "data.btf"), writeback=0))
+    try:
+        d = root.lookup("img")
+        assert [n for n in d.names() if n.startswith("data.")] == ["data.btf", "data.raw"]
+        assert d.lookup("data.tif") is None
+        with tifffile.TiffFile(io.BytesIO(read_view(root, "img", "data.btf"))) as t:
+            assert t.is_bigtiff and t.asarray().shape == (4, 5)
+    finally:
+        root.close()

@@ -37,6 +37,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import math
@@ -172,17 +173,17 @@ def _standin(
     y: int,
     x: int,
     pages: int,
-    desc: list[str],
-    meta: TiffMeta,
+    desc_len: int,
+    resolution: tuple[float, float] | None,
     big: bool,
     byteorder: str,
 ) -> tuple[_SparseSink, tifffile.TiffFile]:
+    """tifffile's file of ``pages`` planes whose description is ``desc_len`` placeholder
+    characters, in a sparse sink, and a ``TiffFile`` reading it back."""
     sink = _SparseSink()
-    # every description as an extra tag: tifffile's ``description=`` would keep out the others
-    extra = [(270, "s", 0, d, True) for d in desc if d]
     kw: dict[str, Any] = {}
-    if meta.resolution is not None:
-        kw = {"resolution": meta.resolution, "resolutionunit": 1}
+    if resolution is not None:
+        kw = {"resolution": resolution, "resolutionunit": 1}
     order: Any = byteorder
     with tifffile.TiffWriter(
         cast(IO[bytes], sink), bigtiff=big, byteorder=order, shaped=False
@@ -192,8 +193,7 @@ def _standin(
             dtype=dtype,
             photometric="minisblack",
             contiguous=True,
-            description=None,
-            extratags=extra,
+            description="x" * desc_len,
             software=False,
             metadata=None,
             **kw,
@@ -211,6 +211,71 @@ def _entry_fields(tif: tifffile.TiffFile, page: Any) -> tuple[int, list[Any]]:
     return page.offset + t.tagnosize + count * t.tagsize, list(page.tags.values())
 
 
+@dataclass(frozen=True)
+class _Skeleton:
+    """Everything of a layout but the description text and the number of pages."""
+
+    head: bytes
+    desc_at: int
+    next0: int
+    fmt: str
+    template: bytes
+    self_ptrs: tuple[tuple[int, int], ...]
+    strip_ptrs: tuple[tuple[int, int], ...]
+    next_ptr: int
+
+
+@functools.lru_cache(maxsize=256)
+def _skeleton(
+    dtype: np.dtype[Any],
+    y: int,
+    x: int,
+    multi: bool,
+    desc_len: int,
+    resolution: tuple[float, float] | None,
+    big: bool,
+    byteorder: str,
+) -> _Skeleton:
+    """The first IFD and the IFD template tifffile writes for this geometry. Arrays of the
+    same geometry and description length share it (a listing of many like arrays renders
+    once); the description is put in place by ``render_layout``."""
+    sink, tif = _standin(dtype, y, x, 2 if multi else 1, desc_len, resolution, big, byteorder)
+    with tif:
+        t = tif.tiff
+        p0 = tif.pages[0]
+        data_offset = p0.dataoffsets[0]
+        head = sink.getrange(0, data_offset)
+        next0, tags0 = _entry_fields(tif, p0)
+        (desc_at,) = [tag.valueoffset for tag in tags0 if tag.code == 270]
+        if not multi:
+            return _Skeleton(head, desc_at, next0, t.offsetformat, b"", (), (), 0)
+        p1 = tif.pages[1]
+        nxt, tags1 = _entry_fields(tif, p1)
+        stride = sink._size - p1.offset
+        inline = 4 + t.offsetsize
+        self_ptrs, strip_ptrs = [], []
+        for tag in tags1:
+            if tag.valueoffset != tag.offset + inline:
+                self_ptrs.append((tag.offset + inline - p1.offset, tag.valueoffset - p1.offset))
+            if tag.code == 273:
+                if tag.count != 1 or tag.dtype not in (4, 16):
+                    raise ValueError("unexpected StripOffsets layout")
+                strip_ptrs.append((tag.valueoffset - p1.offset, 0))
+        template = sink.getrange(p1.offset, p1.offset + stride)
+        sk = _Skeleton(
+            head, desc_at, next0, t.offsetformat, template, tuple(self_ptrs),
+            tuple(strip_ptrs), nxt - p1.offset,
+        )  # fmt: skip
+        plane = y * x * dtype.itemsize
+        check = TiffLayout(
+            head, data_offset, 2 * plane, plane, 2, p1.offset, template, stride,
+            sk.self_ptrs, sk.strip_ptrs, sk.next_ptr, sk.fmt, 0,
+        )  # fmt: skip
+        if check.ifd(1) != template or p1.dataoffsets[0] != data_offset + plane:
+            raise ValueError("tifffile's IFD template does not patch as expected")
+        return sk
+
+
 def render_layout(
     dtype: np.dtype[Any],
     shape: tuple[int, ...],
@@ -224,50 +289,26 @@ def render_layout(
     y, x = shape[-2:]
     pages = math.prod(shape[:-2])
     plane = y * x * dtype.itemsize
-    desc = [meta.imagej_single or ""] if single else [description(meta, big)]
-    sink, tif = _standin(dtype, y, x, 1 if single or pages == 1 else 2, desc, meta, big, byteorder)
-    with tif:
-        t = tif.tiff
-        fmt = t.offsetformat
-        p0 = tif.pages[0]
-        data_offset = p0.dataoffsets[0]
-        head = bytearray(sink.getrange(0, data_offset))
-        next0, _ = _entry_fields(tif, p0)
-        trailer = data_offset + pages * plane
-        trailer += trailer % 2
-        n_ifds = 1 if single else pages
-        if n_ifds == 1:
-            return TiffLayout(
-                bytes(head), data_offset, pages * plane, plane, 1, data_offset + pages * plane,
-                b"", 2, (), (), next0, fmt, data_offset + pages * plane,
-            )  # fmt: skip
-        struct.pack_into(fmt, head, next0, trailer)
-        p1 = tif.pages[1]
-        nxt, tags1 = _entry_fields(tif, p1)
-        stride = sink._size - p1.offset
-        base1 = p1.dataoffsets[0]
-        inline = 4 + t.offsetsize
-        self_ptrs, strip_ptrs = [], []
-        for tag in tags1:
-            if tag.valueoffset != tag.offset + inline:
-                self_ptrs.append((tag.offset + inline - p1.offset, tag.valueoffset - p1.offset))
-            if tag.code == 273:
-                if tag.count != 1 or tag.dtype not in (4, 16):
-                    raise ValueError("unexpected StripOffsets layout")
-                strip_ptrs.append((tag.valueoffset - p1.offset, 0))
-        template = sink.getrange(p1.offset, p1.offset + stride)
-        layout = TiffLayout(
-            bytes(head), data_offset, pages * plane, plane, pages, trailer, template, stride,
-            tuple(self_ptrs), tuple(strip_ptrs), nxt - p1.offset, fmt,
-            trailer + (pages - 1) * stride,
+    text = (meta.imagej_single or "") if single else description(meta, big)
+    desc = text.encode("ascii")
+    multi = not single and pages > 1
+    sk = _skeleton(dtype, y, x, multi, len(desc), meta.resolution, big, byteorder)
+    head = bytearray(sk.head)
+    head[sk.desc_at : sk.desc_at + len(desc)] = desc
+    data_offset = len(head)
+    end = data_offset + pages * plane
+    if not multi:
+        return TiffLayout(
+            bytes(head), data_offset, pages * plane, plane, 1, end, b"", 2, (), (), sk.next0,
+            sk.fmt, end,
         )  # fmt: skip
-        check = TiffLayout(
-            bytes(head), data_offset, 2 * plane, plane, 2, p1.offset, template, stride,
-            layout.self_ptrs, layout.strip_ptrs, layout.next_ptr, fmt, 0,
-        )  # fmt: skip
-        if check.ifd(1) != template or base1 != data_offset + plane:
-            raise ValueError("tifffile's IFD template does not patch as expected")
-        return layout
+    trailer = end + end % 2
+    struct.pack_into(sk.fmt, head, sk.next0, trailer)
+    stride = len(sk.template)
+    return TiffLayout(
+        bytes(head), data_offset, pages * plane, plane, pages, trailer, sk.template, stride,
+        sk.self_ptrs, sk.strip_ptrs, sk.next_ptr, sk.fmt, trailer + (pages - 1) * stride,
+    )  # fmt: skip
 
 
 def tiff_layout(
