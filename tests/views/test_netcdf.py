@@ -14,6 +14,7 @@ octave-netcdf): a missing one fails, never skips.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import subprocess
 import tracemalloc
@@ -226,6 +227,72 @@ def test_read_only_and_rerendered_after_a_resize(plain: Path) -> None:
         assert [e.stop - e.start for e in layout.extents if e.path == "b"] == [400]
     finally:
         tree.close()
+
+
+def write_v3(store: Path, path: str, doc: dict[str, Any]) -> None:
+    """A node's zarr.json written directly (fast for groups of thousands of arrays)."""
+    (store / path).mkdir(parents=True, exist_ok=True)
+    (store / path / "zarr.json").write_text(json.dumps({"zarr_format": 3, **doc}))
+
+
+def array_doc(shape: list[int], dtype: str, dims: list[str | None], attrs: Any) -> dict[str, Any]:
+    return {
+        "node_type": "array", "shape": shape, "data_type": dtype,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": shape or []}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": False if dtype == "bool" else 0,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "dimension_names": dims, "attributes": attrs,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_size_is_known_before_rendering(tmp_path: Path, seed: int) -> None:
+    """``stat`` gives the size from metadata alone; the rendered file fits in it (zero padding
+    after HDF5's end of allocation) whatever the mix of arrays, dimensions and attributes."""
+    rng = np.random.default_rng(seed)
+    store = tmp_path / "s.zarr"
+    values: list[Any] = [1, 2.5, "text", "x" * 5000, list(range(3000)), ["ab"] * 40, {"k": [1]},
+                         None, True, [1.5, 2], [True, False]]  # fmt: skip
+    write_v3(store, "", {"node_type": "group", "attributes": {"title": "t" * 300}})
+    n = int(rng.choice([1, 20, 200]))
+    for i in range(n):
+        ndim = int(rng.integers(0, 4))
+        shape = [int(x) for x in rng.integers(1, 6, ndim)]
+        dims = [rng.choice(["t", "y", "x", None]) for _ in range(ndim)]
+        attrs = {f"a{j}": values[int(rng.integers(len(values)))] for j in range(rng.integers(0, 8))}
+        dtype = str(rng.choice(["int8", "uint16", "float32", "float64", "bool", "int64"]))
+        write_v3(store, f"v{i}", array_doc(shape, dtype, dims, attrs))
+    tree = open_tree(str(store))
+    try:
+        f = tree.lookup("group.nc")
+        size = f.stat().size
+        assert not tree.ctx.group_files._entries  # stat rendered nothing
+        _, layout = f.layout()
+        assert layout.size == size and layout.eoa <= size
+        with netCDF4.Dataset("g.nc", memory=read_view(store)) as nc:
+            assert len(nc.variables) == n
+    finally:
+        tree.close()
+
+
+def test_metadata_grows_linearly_with_arrays_sharing_dimensions(tmp_path: Path) -> None:
+    """Attaching 1,000 variables to the same dimension scales must not rewrite the scales'
+    REFERENCE_LIST once per variable (that grows the file quadratically)."""
+    store = tmp_path / "s.zarr"
+    write_v3(store, "", {"node_type": "group", "attributes": {}})
+    for i in range(1000):
+        write_v3(store, f"a{i:04d}", array_doc([3, 2], "float32", ["x", "y"], {}))
+    tree = open_tree(str(store))
+    try:
+        _, layout = tree.lookup("group.nc").layout()
+        assert layout.metadata_bytes < 1000 * 1024
+    finally:
+        tree.close()
+    with h5py.File(io.BytesIO(read_view(store))) as f:
+        refs = f["x"].attrs["REFERENCE_LIST"]
+        assert len(refs) == 1000 and {int(r[1]) for r in refs} == {0}
+        assert f[refs[999][0]].name == "/a0999"
+        assert h5py.h5ds.is_attached(f["a0500"].id, f["y"].id, 1)
 
 
 # ----------------------------------------------------------------------------- tier 2

@@ -23,7 +23,7 @@ from zarrfs.core.errors import ReadOnlyError
 from zarrfs.core.metadata.model import ArrayMetadata
 from zarrfs.views.base import Stat, VFile, VHandle
 from zarrfs.views.legacy import resolve_byte_order
-from zarrfs.views.netcdf import Extent, Layout, Member, render
+from zarrfs.views.netcdf import Extent, Layout, Member, render, size_bound
 
 if TYPE_CHECKING:
     from zarrfs.views.tree import MountContext
@@ -38,8 +38,28 @@ class LayoutCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, tuple[Any, Layout]] = OrderedDict()
+        #: group path -> (state, size) of groups stat'ed but not rendered
+        self._sizes: OrderedDict[str, tuple[Any, int]] = OrderedDict()
         #: serialises renderings (libhdf5 is not re-entrant)
         self._render_lock = threading.Lock()
+
+    def size(self, ctx: MountContext, path: str) -> tuple[Any, int]:
+        """(state, file size) without rendering: what ``stat`` (``ls -l``) needs."""
+        state, members, attrs, excluded = _group_state(ctx, path)
+        with self._lock:
+            hit = self._entries.get(path)
+            if hit is not None and hit[0] == state:
+                return state, hit[1].size
+            known = self._sizes.get(path)
+            if known is not None and known[0] == state:
+                return known
+        size = size_bound(members, attrs, resolve_byte_order(ctx.byte_order), excluded)
+        with self._lock:
+            self._sizes[path] = (state, size)
+            self._sizes.move_to_end(path)
+            while len(self._sizes) > _MAX_GROUPS * 16:
+                self._sizes.popitem(last=False)
+        return state, size
 
     def get(self, ctx: MountContext, path: str) -> tuple[Any, Layout]:
         state, members, attrs, excluded = _group_state(ctx, path)
@@ -66,9 +86,9 @@ def _group_state(
     h = ctx.hierarchy
     group = h.node(path)
     members: list[Member] = []
-    token: list[Any] = [ctx.byte_order, id(group), group.mtime_ns]
+    children: list[tuple[str, int, int]] = []
     for node in h.children(path):
-        token.append((node.path, id(node), node.mtime_ns))
+        children.append((node.path, id(node), node.mtime_ns))
         if isinstance(node.metadata, ArrayMetadata):
             members.append(Member(node.name, node.path, node.metadata))
     prefix = f"{path}/" if path else ""
@@ -80,8 +100,8 @@ def _group_state(
                 entry: Any = table.get(p)
                 why = entry.get("reason", "") if isinstance(entry, dict) else str(entry)
                 excluded[rest] = why or "unreadable"
-    token.append(tuple(sorted(excluded.items())))
-    return tuple(token), members, dict(group.metadata.attributes), excluded
+    token = (ctx.byte_order, id(group), group.mtime_ns, tuple(children), tuple(excluded.items()))
+    return token, members, dict(group.metadata.attributes), excluded
 
 
 _CACHE_LOCK = threading.Lock()
@@ -107,18 +127,22 @@ class GroupFile(VFile):
     def layout(self) -> tuple[Any, Layout]:
         return self.cache.get(self.ctx, self.path)
 
+    def _open_arrays(self, state: Any) -> list[Any]:
+        """The arrays of the group already open (their data may change through the mount)."""
+        h = self.ctx.hierarchy
+        arrays = [h.cached_array(child[0]) for child in state[3]]
+        return [a for a in arrays if a is not None]
+
     def stat(self) -> Stat:
-        _, layout = self.layout()
+        state, size = self.cache.size(self.ctx, self.path)
         mtime = self.ctx.hierarchy.node(self.path).mtime_ns
-        for e in layout.extents:
-            arr = self.ctx.hierarchy.cached_array(e.path)
-            mtime = max(mtime, arr.mtime_ns if arr is not None else 0)
-        return Stat(is_dir=False, size=layout.size, blksize=1 << 20, mtime_ns=mtime)
+        for arr in self._open_arrays(state):
+            mtime = max(mtime, arr.mtime_ns)
+        return Stat(is_dir=False, size=size, blksize=1 << 20, mtime_ns=mtime)
 
     def cache_token(self) -> object:
-        state, layout = self.layout()
-        arrays = [self.ctx.hierarchy.cached_array(e.path) for e in layout.extents]
-        return (state, tuple((a.uid, a.mtime_ns) if a else None for a in arrays))
+        state, _ = self.cache.size(self.ctx, self.path)
+        return (state, tuple((a.uid, a.mtime_ns) for a in self._open_arrays(state)))
 
     def open(self, write: bool, truncate: bool) -> VHandle:
         if write:

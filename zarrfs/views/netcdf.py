@@ -74,6 +74,16 @@ RESERVED_ATTRS = frozenset(
 #: the most metadata a rendering may write (a guard: real groups need kilobytes)
 MAX_METADATA_BYTES = 64 << 20
 _PAGE = 4096
+#: the HDF5 Dimension Scales attributes (HDF5 "Dimension Scale Specification"), as H5DS
+#: writes them: one object reference per axis, and (variable, axis) pairs on each scale
+_DIMENSION_LIST = h5py.vlen_dtype(h5py.ref_dtype)
+_REFERENCE_LIST = np.dtype([("dataset", h5py.ref_dtype), ("dimension", "<i4")])
+#: metadata allowances of ``size_bound`` (bytes; generous: tests check renders stay within)
+_FILE_BASE = 32 << 10
+_PER_DIMENSION = 2 << 10
+_PER_VARIABLE = 4 << 10
+_PER_AXIS = 256
+_PER_ATTRIBUTE = 512
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -180,6 +190,8 @@ class Layout:
     segments: list[tuple[int, bytes]]
     extents: list[Extent]
     excluded: dict[str, str] = field(default_factory=dict)
+    #: HDF5's end-of-allocation address: bytes from here to ``size`` are zero padding
+    eoa: int = 0
 
     @property
     def metadata_bytes(self) -> int:
@@ -307,11 +319,15 @@ def _set_attr(attrs: h5py.AttributeManager, name: str, value: Any) -> None:
         attrs.create(name, value)
 
 
-def _copy_attributes(attrs: h5py.AttributeManager, source: Mapping[str, Any]) -> None:
+def _copy_attributes(attrs: h5py.AttributeManager, source: Mapping[str, Any], what: str) -> None:
     for name, value in source.items():
         if name in RESERVED_ATTRS or not name or "\x00" in name:
             continue
-        _set_attr(attrs, name, nc_attribute(value))
+        converted = nc_attribute(value)
+        try:
+            _set_attr(attrs, name, converted)
+        except (OSError, ValueError, TypeError, UnicodeError) as exc:
+            log.warning("group.nc: attribute %r of %s left out: %s", name, what, exc)
 
 
 _B64 = re.compile(r"^[A-Za-z0-9+/]{11}=$")
@@ -376,16 +392,10 @@ def _properties() -> str:
     return f"version=2,zarrfs={__version__},{versions}"
 
 
-def render(
-    members: Sequence[Member],
-    group_attributes: Mapping[str, Any],
-    byte_order: str,
-    excluded: Mapping[str, str] | None = None,
-) -> Layout:
-    """Render the netCDF-4 file of a group whose arrays are ``members``.
-
-    ``byte_order`` is ``little`` or ``big`` (the mount's); ``excluded`` names arrays left out
-    before rendering (name -> reason). Never reads array data."""
+def _select(
+    members: Sequence[Member], byte_order: str, excluded: Mapping[str, str] | None
+) -> tuple[list[_Var], dict[str, str]]:
+    """The arrays that become variables, and the others with the reason."""
     left_out = dict(excluded or {})
     variables: list[_Var] = []
     for m in sorted(members, key=lambda m: m.name):
@@ -396,16 +406,64 @@ def render(
             left_out[m.name] = "netCDF has no fixed dimension of length 0"
         else:
             variables.append(_Var(m, dtype, m.metadata.dtype.kind == "b"))
-    for name, why in sorted(left_out.items()):
-        log.info("group.nc: %s is not included: %s", name, why)
+    return variables, left_out
+
+
+def _attributes_bound(attrs: Mapping[str, Any]) -> int:
+    total = 0
+    for name, value in attrs.items():
+        converted = nc_attribute(value)
+        if isinstance(converted, str):
+            payload = len(converted.encode("utf-8", "surrogatepass"))
+        elif converted.dtype.kind == "O":
+            payload = sum(len(str(x).encode("utf-8", "surrogatepass")) + 32 for x in converted)
+        else:
+            payload = converted.nbytes
+        total += _PER_ATTRIBUTE + 2 * len(name.encode("utf-8", "surrogatepass")) + 2 * payload
+    return total
+
+
+def size_bound(
+    members: Sequence[Member],
+    group_attributes: Mapping[str, Any],
+    byte_order: str,
+    excluded: Mapping[str, str] | None = None,
+) -> int:
+    """The size ``render`` gives the file, computed from the metadata alone (no libhdf5): the
+    data plus a generous allowance for every HDF5 object; the rendered file is padded with
+    zeros up to it (readers ignore bytes past HDF5's end-of-allocation address). This is what
+    lets ``ls -l`` show the size without rendering."""
+    variables, left_out = _select(members, byte_order, excluded)
+    sizes = plan_dimensions(variables)
+    total = _FILE_BASE + len(sizes) * _PER_DIMENSION + _attributes_bound(group_attributes)
+    total += sum(2 * len(f"{n}: {why}".encode()) + 64 for n, why in left_out.items())
+    for v in variables:
+        meta = v.member.metadata
+        total += _PER_VARIABLE + _PER_AXIS * meta.ndim + meta.nbytes
+        total += _attributes_bound(meta.attributes) + 4 * len(v.member.name.encode())
+    return total
+
+
+def render(
+    members: Sequence[Member],
+    group_attributes: Mapping[str, Any],
+    byte_order: str,
+    excluded: Mapping[str, str] | None = None,
+) -> Layout:
+    """Render the netCDF-4 file of a group whose arrays are ``members``.
+
+    ``byte_order`` is ``little`` or ``big`` (the mount's); ``excluded`` names arrays left out
+    before rendering (name -> reason). Never reads array data."""
+    variables, left_out = _select(members, byte_order, excluded)
     sizes = plan_dimensions(variables)
     coords = {
         v.member.name: v for v in variables if v.dims == (v.member.name,) and v.member.name in sizes
     }
     image = SparseImage()
     datasets: dict[str, h5py.Dataset] = {}
-    with h5py.File(image, "w", track_order=True, libver=("earliest", "v110")) as f:
+    with h5py.File(image, "w", track_order=True, libver=("v108", "v110")) as f:
         scales: dict[str, h5py.Dataset] = {}
+        refs: dict[str, list[tuple[Any, int]]] = {dim: [] for dim in sizes}
         for dimid, (dim, n) in enumerate(sizes.items()):
             var = coords.get(dim)
             if var is None:  # a dimension with no coordinate variable: an empty scale
@@ -423,11 +481,21 @@ def render(
             h5name = var.member.name
             if h5name in sizes:
                 h5name = NON_COORD_PREFIX + h5name
+            if h5name in f:  # only a Zarr name that imitates netCDF-C's own prefix
+                left_out[var.member.name] = f"its HDF5 name {h5name} is taken"
+                continue
             ds = _create_variable(f, var, h5name)
             datasets[var.member.path] = ds
             for axis, dim in enumerate(var.dims):
-                h5py.h5ds.attach_scale(ds.id, scales[dim].id, axis)
-        _copy_attributes(f.attrs, group_attributes)
+                refs[dim].append((ds.ref, axis))
+            if var.dims:
+                lists = np.empty(len(var.dims), dtype=_DIMENSION_LIST)
+                lists[:] = [np.array([scales[d].ref], dtype=h5py.ref_dtype) for d in var.dims]
+                ds.attrs.create("DIMENSION_LIST", lists)
+        for dim, entries in refs.items():
+            if entries:  # what H5DSattach_scale keeps, written once (it rewrites per attach)
+                scales[dim].attrs.create("REFERENCE_LIST", np.array(entries, _REFERENCE_LIST))
+        _copy_attributes(f.attrs, group_attributes, "the group")
         if left_out:
             lines = [f"{name}: {why}" for name, why in sorted(left_out.items())]
             f.attrs.create(EXCLUDED_ATTR, np.array(lines, dtype=h5py.string_dtype()))
@@ -439,8 +507,14 @@ def render(
             if offset is None or size != ds.size * ds.dtype.itemsize:
                 raise OSError(f"libhdf5 did not allocate {path} contiguously")
             extents.append(Extent(offset, offset + size, path))
+    for name, why in sorted(left_out.items()):
+        log.info("group.nc: %s is not included: %s", name, why)
     extents.sort(key=lambda e: e.start)
-    return Layout(image.size, _cut(image.runs(), extents), extents, left_out)
+    bound = size_bound(members, group_attributes, byte_order, excluded)
+    if image.size > bound:  # the allowance was too small: the size changes (and is logged)
+        log.warning("group.nc: %d bytes rendered, %d allowed; size follows", image.size, bound)
+    size = max(bound, image.size)
+    return Layout(size, _cut(image.runs(), extents), extents, left_out, image.size)
 
 
 def _create_variable(f: h5py.File, var: _Var, h5name: str) -> h5py.Dataset:
@@ -453,7 +527,7 @@ def _create_variable(f: h5py.File, var: _Var, h5name: str) -> h5py.Dataset:
     cf_fill = cf_fill_value(meta, var.dtype)
     if cf_fill is not None:
         ds.attrs.create("_FillValue", cf_fill.reshape(1), dtype=var.dtype)
-    _copy_attributes(ds.attrs, attrs)
+    _copy_attributes(ds.attrs, attrs, var.member.path)
     return ds
 
 
