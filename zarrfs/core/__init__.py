@@ -11,3 +11,6 @@ import warnings
 # here once with its warnings recorded and dropped, so the notice never reaches a terminal.
 with warnings.catch_warnings(record=True):
     import numcodecs.checksum32  # noqa: F401
+
+# registers the extension data types with ``dtypes`` (``parse_data_type`` knows them all)
+from zarrfs.core import extension_dtypes  # noqa: E402,F401

@@ -41,7 +41,7 @@ _CORE_NAMES = ("bool", *_INT_NAMES, *_FLOAT_NAMES, *_COMPLEX_NAMES)
 _RAW_NAME = re.compile(r"r([0-9]+)")
 _HEX_FLOAT = re.compile(r"0x([0-9a-fA-F]+)")
 _TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as")
-_VARIABLE_LENGTH = ("string", "variable_length_bytes", "bytes", "structured")
+_VARIABLE_LENGTH = ("string", "variable_length_bytes", "bytes")
 #: largest element size accepted for raw and fixed-length types (bytes)
 MAX_ITEMSIZE = 2**24
 _UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -117,6 +117,14 @@ def _kind(dt: DataType) -> str:
 
 # --------------------------------------------------------------------------- data type names
 
+#: data types defined in other modules (``extension_dtypes``): name -> factory(configuration)
+_EXTENSIONS: dict[str, Callable[[Mapping[str, Any] | None], DataType]] = {}
+
+
+def register_data_type(name: str, factory: Callable[[Mapping[str, Any] | None], DataType]) -> None:
+    """Make ``parse_data_type`` build data type ``name`` with ``factory(configuration)``."""
+    _EXTENSIONS[name] = factory
+
 
 def parse_data_type(doc: Any) -> DataType:
     """The ``data_type`` member: a name string or an extension object.
@@ -172,6 +180,9 @@ def _data_type(name: str, conf: Mapping[str, Any] | None) -> DataType:
         else:
             dtype = np.dtype(f"{'V' if name == 'raw_bytes' else 'S'}{length}")
         return DataType(name, dtype, {"length_bytes": length})
+    factory = _EXTENSIONS.get(name)
+    if factory is not None:
+        return factory(conf)
     if name in _VARIABLE_LENGTH:
         raise UnsupportedError(f"data type {name!r} has variable-length elements: not supported")
     raise UnsupportedError(f"unknown data type {name!r}")

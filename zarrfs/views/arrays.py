@@ -25,7 +25,7 @@ from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
 from zarrfs.views.editing import EditableDirMixin
 from zarrfs.views.formats import nifti_prefix, nifti_prefix_size, present_formats, vrt_content
 from zarrfs.views.headers import npy_header, view_dtype
-from zarrfs.views.info import array_info, array_xattrs, render_json
+from zarrfs.views.info import array_info, array_xattrs, numpy_describes, render_json
 from zarrfs.views.tiff import TIFF_VIEWS, TiffView, present_tiffs
 
 if TYPE_CHECKING:
@@ -389,6 +389,8 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         arr = self.array()
 
         def compute() -> list[str]:
+            if not numpy_describes(arr):  # bits numpy has no type for: the raw bytes only
+                return ["data.raw"] if self.ctx.view_enabled("data.raw") else []
             names = [v for v in ("data.raw", "data.npy") if self.ctx.view_enabled(v)]
             names += present_headers(arr, self.ctx.byte_order, self.ctx.view_enabled)
             names += present_formats(arr, self.ctx.view_enabled)
@@ -409,7 +411,7 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
 
         if name == "data.raw" and self.ctx.view_enabled(name):
             return DataFile(self.ctx, self.path, "raw")
-        if name == "data.npy" and self.ctx.view_enabled(name):
+        if name == "data.npy" and name in self.view_names():
             return DataFile(self.ctx, self.path, "npy")
         if name == "data.nii" and name in self.view_names():
             return DataFile(self.ctx, self.path, "nii")

@@ -44,9 +44,19 @@ def array_info(arr: ZarrArray, byte_order: str, views: list[str]) -> dict[str, A
         "stored_bytes": arr.stored_bytes(),
         "views": views,
         # "File > Import > Raw" settings for data.raw (null when ImageJ cannot open it)
-        "imagej": imagej_params(arr.dtype, arr.shape, byte_order),
+        "imagej": imagej_params(arr.dtype, arr.shape, byte_order) if numpy_describes(arr) else None,
     }
+    encoding = getattr(meta.data_type, "encoding", None)
+    if encoding:  # an extension type held in a carrier dtype: how to read its bits
+        info["element_encoding"] = encoding
     return info
+
+
+def numpy_describes(arr: ZarrArray) -> bool:
+    """False for extension types whose elements numpy has no type for (``bfloat16``,
+    ``float8_*``, ``int4``...): only ``data.raw`` then, never a header that would call the
+    bits integers."""
+    return bool(getattr(arr.metadata.data_type, "numpy_views", True))
 
 
 def render_json(value: Any) -> bytes:

@@ -6,8 +6,10 @@ Example: ``{"name": "bytes", "configuration": {"endian": "little"}}``
 
 Invariants:
 - ``endian`` is ``"little"`` or ``"big"``; it may be absent only for data types where byte order
-  does not apply (one-byte types and raw ``r<N>`` types, held in memory as numpy ``V<n>``);
-  ``validate`` refuses a multi-byte numeric type without it.
+  does not apply (one-byte types, ``null_terminated_bytes`` and raw ``r<N>`` types, held in
+  memory as numpy ``S<n>``/``V<n>``); ``validate`` refuses a multi-byte numeric type without
+  it. A ``structured`` record without it is stored little-endian, field by field (what
+  zarr-python 3 writes and reads).
 - The encoded size is exactly ``prod(shape) * itemsize``; ``decode`` refuses any other length
   and returns a new, writable, C-contiguous array in native byte order.
 """
@@ -28,8 +30,13 @@ _ORDER_CHAR: dict[str, Literal["<", ">"]] = {"little": "<", "big": ">"}
 
 
 def _byte_order_applies(dtype: np.dtype[Any]) -> bool:
-    """True for data types whose encoding depends on ``endian`` (multi-byte numbers)."""
-    return dtype.itemsize > 1 and dtype.kind != "V"
+    """True for data types whose encoding depends on ``endian``: multi-byte numbers and UTF-32
+    code units, and records with such a field (not bytes: ``null_terminated_bytes``, raw)."""
+    if dtype.fields is not None:
+        return any(_byte_order_applies(f[0]) for f in dtype.fields.values())
+    if dtype.subdtype is not None:
+        return _byte_order_applies(dtype.subdtype[0])
+    return dtype.itemsize > 1 and dtype.kind not in "VS"
 
 
 class BytesCodec(ArrayBytesCodec):
@@ -52,7 +59,8 @@ class BytesCodec(ArrayBytesCodec):
         return None if self.endian is None else {"endian": self.endian}
 
     def validate(self, spec: ChunkSpec) -> None:
-        if self.endian is None and _byte_order_applies(spec.dtype):
+        # a record without ``endian`` is stored little-endian, as zarr-python writes it
+        if self.endian is None and spec.dtype.fields is None and _byte_order_applies(spec.dtype):
             raise MetadataError(
                 f"codec 'bytes': 'endian' is required for the {spec.dtype.itemsize}-byte "
                 f"data type {spec.dtype}"
@@ -61,6 +69,8 @@ class BytesCodec(ArrayBytesCodec):
     def _stored_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
         if not _byte_order_applies(dtype):
             return dtype
+        if self.endian is None and dtype.fields is not None:
+            return dtype.newbyteorder("<")
         if self.endian is None:
             raise MetadataError(f"codec 'bytes': 'endian' is required for data type {dtype}")
         return dtype.newbyteorder(_ORDER_CHAR[self.endian])
