@@ -156,7 +156,8 @@ def test_variable_length_array_is_listed_with_an_explanation(tmp_path):
         assert "data.raw" not in s_dir.names() and s_dir.lookup("data.raw") is None
         assert {"info.json", ".zarray"} <= set(s_dir.names())
         info = json.loads(read_all(s_dir.lookup("info.json")))
-        assert info["views"] == [] and "variable-length" in info["reason"]
+        assert info["views"] == ["data.txt", "data.json"] and info["variable_length"] is True
+        assert read_all(s_dir.lookup("data.txt")) == b"a\nbb\nccc\n"
         assert json.loads(read_all(s_dir.lookup(".zarray")))["dtype"] == "|O"
         assert read_all(root.lookup("n").lookup("data.raw")) == np.array([1, 2, 3], "<i4").tobytes()
     finally:

@@ -37,6 +37,7 @@ from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME
 from zarrfs.core.metadata.model import ArrayMetadata
 from zarrfs.core.stores.base import Store
 from zarrfs.core.stores.registry import open_store
+from zarrfs.core.vlen import VlenArray, open_vlen
 from zarrfs.tools import Entry, format_shape, human_size, open_hierarchy, plural, run_tool, walk
 
 #: metadata document names never counted as stored chunk bytes
@@ -162,7 +163,11 @@ def array_facts(store: Store, node: Node, meta: ArrayMetadata) -> dict[str, Any]
 
 def entry_facts(store: Store, entry: Entry) -> dict[str, Any]:
     out: dict[str, Any] = {"path": "/" + entry.path, "name": entry.name}
-    if entry.problem is not None:
+    vlen = _vlen(store, entry.path) if entry.problem is not None else None
+    if vlen is not None:  # shown by the mount as data.txt / data.json
+        out.update(kind="array", format=f"v{vlen.zarr_format}", variable_length=True)
+        out.update(vlen.summary(), decoded_bytes=0, stored_bytes=None)
+    elif entry.problem is not None:
         out.update(kind="invalid", problem=entry.problem)
     elif entry.node is None or entry.node.format.name == IMPLICIT_FORMAT_NAME:
         out.update(kind="group", format=None, implicit=True)
@@ -172,6 +177,14 @@ def entry_facts(store: Store, entry: Entry) -> dict[str, Any]:
         if isinstance(meta, ArrayMetadata):
             out.update(array_facts(store, entry.node, meta))
     return out
+
+
+def _vlen(store: Store, path: str) -> VlenArray | None:
+    """The variable-length array at ``path``, if the node is one zarrfs reads as text."""
+    try:
+        return open_vlen(store, path)
+    except ZarrFSError:
+        return None
 
 
 def collect(store: Store) -> tuple[list[Entry], dict[str, Any]]:
@@ -249,7 +262,13 @@ def render_text(doc: Mapping[str, Any], entries: list[Entry]) -> str:
             continue
         kind = n["kind"] + (f" {n['format']}" if n.get("format") else " (implicit)")
         out.append(f"{branch}{label}  {kind}")
-        if n["kind"] == "array":
+        if n.get("variable_length"):
+            pad = "".join(cont) + "    "
+            out[-1] += f" (variable-length {n['element']}: data.txt, data.json)"
+            out.append(f"{pad}{'shape':<18} {format_shape(n['shape'])}")
+            out.append(f"{pad}{'chunk shape':<18} {format_shape(n['chunk_shape'])}")
+            out.append(f"{pad}{'codecs':<18} {', '.join(map(str, n['codecs']))}")
+        elif n["kind"] == "array":
             pad = "".join(cont) + "    "
             for key, value in _array_lines(n):
                 out.append(f"{pad}{key:<18} {value}")

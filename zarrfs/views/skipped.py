@@ -22,17 +22,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zarrfs.core.errors import ZarrFSError
+from zarrfs.core.errors import UnsupportedError, ZarrFSError
 from zarrfs.core.hierarchy import join
+from zarrfs.core.vlen import open_vlen
 from zarrfs.views.arrays import GeneratedFile
 from zarrfs.views.base import Stat, VDir, VNode
 from zarrfs.views.info import render_json
+from zarrfs.views.text import VlenArrayDir
 
 if TYPE_CHECKING:
     from zarrfs.views.tree import MountContext
 
 #: documents a skipped node may have, in any format
 DOCUMENT_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs", "meta", "attrs")
+
+
+def unshown_node_dir(
+    ctx: MountContext, path: str, reason: str, summary: dict[str, Any] | None = None
+) -> VDir:
+    """The directory of a node the engine cannot open as an array or group: the text views of
+    a variable-length array, else a ``SkippedNodeDir`` saying why."""
+    try:
+        arr = open_vlen(ctx.hierarchy.documents, path)
+    except UnsupportedError as exc:  # a variable-length array zarrfs cannot decode
+        return SkippedNodeDir(ctx, path, f"{reason}; as variable-length array: {exc}", summary)
+    except ZarrFSError:  # not one at all (the reason above already says what is wrong)
+        return SkippedNodeDir(ctx, path, reason, summary)
+    if arr is None:
+        return SkippedNodeDir(ctx, path, reason, summary)
+    return VlenArrayDir(ctx, path, arr)
 
 
 def implicit_info(path: str) -> bytes:

@@ -24,7 +24,7 @@ from zarrfs.views.arrays import ArrayDir, BytesHandle, GeneratedFile
 from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
 from zarrfs.views.editing import EditableDirMixin, ScratchSpace, make_group
 from zarrfs.views.info import render_json
-from zarrfs.views.skipped import SkippedNodeDir, implicit_info
+from zarrfs.views.skipped import implicit_info, unshown_node_dir
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ class GroupDir(EditableDirMixin, VDir):
                 return group_file(self.ctx, self.path)
             return None
         except ZarrFSError as exc:
-            return SkippedNodeDir(
+            return unshown_node_dir(
                 self.ctx, child, h.problems.get(child, str(exc)), h.opaque.get(child)
             )
         return node_dir(self.ctx, node)
@@ -319,7 +319,7 @@ class RootDir(VDir):
         except NodeNotFound:  # an empty store: an empty group (mkdir creates the first node)
             return GroupDir(self.ctx, "")
         except ZarrFSError as exc:  # a root node zarrfs cannot show: explained, not hidden
-            return SkippedNodeDir(self.ctx, "", str(exc), h.opaque.get(""))
+            return unshown_node_dir(self.ctx, "", str(exc), h.opaque.get(""))
         return node_dir(self.ctx, node)
 
     def stat(self) -> Stat:
