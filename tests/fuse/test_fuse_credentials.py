@@ -82,3 +82,12 @@ def test_ownership_missing_and_malformed(tmp_path: Path) -> None:
     with pytest.raises(CredentialsError, match="line 1: not NAME=VALUE") as e:
         read_credentials_file(str(bad))
     assert SECRET not in str(e.value)
+
+
+def test_metrics_address() -> None:
+    assert parse_options(["metrics=127.0.0.1:9464"]).metrics == ("127.0.0.1", 9464)
+    assert parse_options(["metrics=[::1]:9464"]).metrics == ("::1", 9464)
+    assert parse_options([]).metrics is None
+    for bad in ("metrics=9464", "metrics=host:", "metrics=host:70000"):
+        with pytest.raises(OptionError, match="ADDRESS:PORT"):
+            parse_options([bad])

@@ -225,6 +225,18 @@ class _CountingReads(Store):
         self._store.delete(key)
 
 
+@dataclass(frozen=True)
+class DirtyState:
+    """Unstored data of one array: bytes of dirty units, stored objects (chunks or shards)
+    they belong to, how many of those are being encoded and stored now, and the age of the
+    oldest write not stored yet (0 when clean)."""
+
+    nbytes: int = 0
+    objects: int = 0
+    writing: int = 0
+    oldest_age_s: float = 0.0
+
+
 class ZarrArray:
     """Byte-range reads and writes of one array. Thread-safe."""
 
@@ -956,6 +968,22 @@ class ZarrArray:
     def dirty(self) -> bool:
         with self._lock:
             return bool(self._dirty)
+
+    def dirty_state(self) -> DirtyState:
+        """What this array holds that the store does not have yet (``stats.json``'s ``dirty``)."""
+        with self._lock:
+            if self._sharding is None:
+                objects, writing = set(self._dirty), set(self._frozen)
+            else:
+                objects = {self._unit_location(u)[0] for u in self._dirty}
+                writing = {self._unit_location(u)[0] for u in self._frozen}
+            since = self._dirty_since
+            return DirtyState(
+                nbytes=sum(arr.nbytes for arr in self._dirty.values()),
+                objects=len(objects),
+                writing=len(writing & objects),
+                oldest_age_s=0.0 if since is None else time.monotonic() - since,
+            )
 
     def dirty_age(self) -> float:
         """Seconds since the oldest unflushed write (0 when clean)."""

@@ -44,6 +44,7 @@ import trio
 
 from zarrfs.core.errors import ZarrFSError
 from zarrfs.fuse import credentials, runtime
+from zarrfs.fuse.metrics import MetricsServer, OperationLatency, read_tree_file
 from zarrfs.fuse.operations import ZarrOperations
 from zarrfs.fuse.options import MountOptions, OptionError
 from zarrfs.fuse.runtime import MountError
@@ -198,6 +199,14 @@ def run(
         status.failed(f"cannot open {url}: {type(exc).__name__}: {exc}")
         return 1
     loop = _Loop(ZarrOperations(tree, options), mountpoint, url, status, systemd, options.readahead)
+    try:
+        metrics = _metrics_server(options, tree, loop.ops)
+    except OSError as exc:
+        host, port = options.metrics or ("", 0)
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        status.failed(f"cannot serve metrics on {address}: {exc.strerror or exc}")
+        _shutdown(tree)
+        return 1
     code = 0
     try:
         trio.run(_serve, loop, kernel_options(options, url))
@@ -208,6 +217,8 @@ def run(
         log.exception("the FUSE main loop failed; unmounted")
         code = 1
     finally:
+        if metrics is not None:
+            metrics.close()
         runtime.remove_pid_file(mountpoint)
         if systemd and not loop.signalled:  # unmounted from outside
             runtime.sd_notify("STOPPING=1")
@@ -217,6 +228,18 @@ def run(
     if loop.live:
         log.info("unmounted %s", mountpoint)
     return code
+
+
+def _metrics_server(options: MountOptions, tree: VDir, ops: ZarrOperations) -> MetricsServer | None:
+    """The ``-o metrics=`` endpoint, bound (OSError if the address cannot be used) and serving."""
+    if options.metrics is None:
+        return None
+    ops.latency = OperationLatency()
+    server = MetricsServer(
+        options.metrics, lambda: read_tree_file(tree, ".zarrfs", "stats.json"), ops.latency
+    )
+    server.start()
+    return server
 
 
 def _shutdown(tree: VDir) -> int:

@@ -72,6 +72,7 @@ import pyfuse3
 from zarrfs.fuse import nodecalls
 from zarrfs.fuse.errors import fuse_error
 from zarrfs.fuse.inodes import Entry, InodeTable, Path
+from zarrfs.fuse.metrics import OperationLatency
 from zarrfs.fuse.offload import Offload
 from zarrfs.fuse.options import MountOptions
 from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
@@ -143,14 +144,25 @@ def _mutates(method: F) -> F:
 def _translate(method: F) -> F:
     """Let only FUSEError out of a handler; everything else goes through the errno table."""
 
+    name = method.__name__
+
     @functools.wraps(method)
     async def handler(self: ZarrOperations, *args: Any) -> Any:
+        latency = self.latency  # -o metrics: time every request, count its errors
+        began = time.perf_counter() if latency is not None else 0.0
+        error: int | None = None
         try:
             return await method(self, *args)
-        except pyfuse3.FUSEError:
+        except pyfuse3.FUSEError as exc:
+            error = exc.errno
             raise
         except Exception as exc:
-            raise fuse_error(exc, self.describe(method.__name__, args)) from None
+            failure = fuse_error(exc, self.describe(name, args))
+            error = failure.errno
+            raise failure from None
+        finally:
+            if latency is not None:
+                latency.record(name, time.perf_counter() - began, error)
 
     return handler  # type: ignore[return-value]
 
@@ -198,6 +210,8 @@ class ZarrOperations(pyfuse3.Operations):
         self._timeout = DEFAULT_TIMEOUTS[options.ro] if timeout is None else timeout
         self._files: dict[int, OpenFile] = {}
         self._dirs: dict[int, DirListing] = {}
+        #: per-operation latency histograms (``-o metrics=``; None: not measured)
+        self.latency: OperationLatency | None = None
         #: listings prepared ahead, by path; valid for one attribute timeout and only while
         #: nothing was changed through the mount (``_mutation``)
         self._prelisted: dict[Path, tuple[float, nodecalls.Prelisted]] = {}

@@ -97,6 +97,8 @@ class MountOptions:
     store_timeout: float | None = None
     #: ``credentials=``: a root-owned file of NAME=VALUE lines for the daemon's environment
     credentials: str | None = None
+    #: ``metrics=ADDR:PORT``: serve Prometheus metrics there (None: no endpoint)
+    metrics: tuple[str, int] | None = None
     #: ``env.NAME=VALUE`` options, in the order given (values are secrets: never shown)
     environment: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     #: generic options that were accepted and ignored, in the order given
@@ -213,6 +215,16 @@ def _views(text: str) -> tuple[str, ...]:
     return names
 
 
+def _address(text: str) -> tuple[str, int]:
+    """``127.0.0.1:9464``, ``[::1]:9464`` or ``localhost:9464`` -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise OptionError(f"not an ADDRESS:PORT: {text!r} (e.g. 127.0.0.1:9464)")
+    return host, int(port)
+
+
 def _nonempty(text: str) -> str:
     if not text:
         raise OptionError("needs a value")
@@ -249,6 +261,7 @@ _VALUED: dict[str, Callable[[str], Any]] = {
     "disk_cache_size": parse_size,
     "store_timeout": _positive_seconds,
     "credentials": _nonempty,
+    "metrics": _address,
 }
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: the prefix of ``env.NAME=VALUE`` options

@@ -3,6 +3,7 @@
 The mount publishes its counters as ``MOUNTPOINT/.zarrfs/stats.json`` (built by
 ``zarrfs.views.tree.ControlDir``): ``store``, ``uptime_s``, ``chunk_cache`` and ``index_cache``
 (LRU ``hits``, ``misses``, ``evictions``, ``rejected``, ``entries``, ``bytes``, ``capacity``),
+``dirty`` (``bytes``, ``objects`` and ``writes_in_flight`` not stored yet, ``oldest_age_s``),
 ``dirty_arrays``, ``skipped_nodes``, ``total`` and ``arrays`` (per array path) counters such as
 ``cache_hits``, ``cache_misses``, ``bytes_fetched``, ``chunks_decoded``, ``bytes_served``,
 ``bytes_written``, ``bytes_stored``.
@@ -115,6 +116,20 @@ def _cache_line(cache: Mapping[str, Any]) -> str:
     )
 
 
+def _dirty_line(state: Mapping[str, Any]) -> str:
+    """``1.5 MiB in 3 objects (1 being written), oldest 2.4 s`` or ``nothing``."""
+    objects = _int(state.get("objects"))
+    if not objects:
+        return "nothing"
+    age = state.get("oldest_age_s")
+    age_text = f", oldest {age:.1f} s" if isinstance(age, int | float) else ""
+    return (
+        f"{human_size(_int(state.get('bytes')))} in {objects:,} "
+        f"object{'s' if objects != 1 else ''} ({_int(state.get('writes_in_flight')):,} being "
+        f"written){age_text}"
+    )
+
+
 def _table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
@@ -143,6 +158,9 @@ def render(doc: Mapping[str, Any]) -> str:
     known = {n for n, _ in _COUNTERS} | set(_HIT_COUNTERS)
     lines += [(label, _value(name, total[name])) for name, label in _COUNTERS if name in total]
     lines += [(name, _value(name, total[name])) for name in sorted(set(total) - known)]
+    state = doc.get("dirty")
+    if isinstance(state, Mapping):
+        lines.append(("unstored", _dirty_line(state)))
     dirty = doc.get("dirty_arrays") or []
     lines.append(("dirty arrays", ", ".join("/" + str(p) for p in dirty) if dirty else "none"))
     for name in sorted(set(doc) - _KNOWN_TOP):
@@ -166,6 +184,7 @@ _KNOWN_TOP = frozenset(
         "total",
         "chunk_cache",
         "index_cache",
+        "dirty",
         "dirty_arrays",
         "skipped_nodes",
         "arrays",

@@ -283,12 +283,19 @@ class ControlDir(VDir):
 
     def _stats(self) -> bytes:
         h = self.ctx.hierarchy
+        states = [(a.path, a.dirty_state()) for a in h.open_arrays()]
         doc: dict[str, Any] = {
             "store": h.store.url,
             "uptime_s": round(time.time() - self.ctx.started, 3),
             "chunk_cache": h.engine.chunk_cache.stats(),
             "index_cache": h.engine.index_cache.stats(),
-            "dirty_arrays": [a.path for a in h.open_arrays() if a.dirty],
+            "dirty": {
+                "bytes": sum(d.nbytes for _, d in states),
+                "objects": sum(d.objects for _, d in states),
+                "writes_in_flight": sum(d.writing for _, d in states),
+                "oldest_age_s": round(max((d.oldest_age_s for _, d in states), default=0.0), 3),
+            },
+            "dirty_arrays": [path for path, d in states if d.objects],
             "skipped_nodes": dict(h.problems),
             **h.engine.stats.snapshot(),
         }
