@@ -32,6 +32,8 @@ freshly opened array):
 5. the daemon's peak RSS (VmRSS polled, and VmHWM) during 1 and 4, against ``-o cache_size``;
 6. (sharded) bytes fetched from the store for one 4 KiB read, from ``/.zarrfs/stats.json``
    (cross-checked with strace when available) vs the shard index(es) + touched inner chunks;
+8. TIFF view: a cold sequential read of ``data.tif`` with ``tifffile.imread`` against a cold
+   ``numpy.fromfile`` of ``data.raw`` (same run, fresh mount each; target: within 10 %);
 7. ``find MNT | wc -l`` and ``ls -lR MNT`` over 10,000 small arrays (1,000 with ``--small``, to
    stay within a few minutes) vs zarr-python ``members(max_depth=None)``.
 A py-spy profile of the daemon (extra, untimed passes) is summarised as the top functions.
@@ -67,6 +69,7 @@ from statistics import median
 from typing import Any
 
 import numpy as np
+import tifffile
 
 REPO = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
@@ -626,6 +629,33 @@ class Bench:
         ))  # fmt: skip
         self.add(self._rss_row("5. daemon peak RSS, seq read (MiB)", v, peak))
 
+    # -- 8: the TIFF view against data.raw
+    def tiff_read(self, v: str, store: Path) -> None:
+        t: dict[str, list[float]] = {"tif": [], "raw": []}
+        src = np.fromfile(self.base / "src.raw", dtype="<f4").reshape(self.cfg.shape)
+        identical = True
+        for _ in range(self.args.repeat):
+            for key in ("raw", "tif"):
+                drop_caches()
+                with self.mount(store) as m:
+                    path = m.mnt / ARRAY / f"data.{key}"
+                    if key == "tif":
+                        secs, got = timed(lambda p=path: tifffile.imread(p))
+                    else:
+                        secs, got = timed(lambda p=path: np.fromfile(p, dtype="<f4"))
+                    t[key].append(secs)
+                identical = identical and bool(np.array_equal(got.reshape(src.shape), src))
+                del got
+        rate = {k: mibps(self.cfg.nbytes, median(secs)) for k, secs in t.items()}
+        ratio = rate["tif"] / rate["raw"]
+        self.add(Row(
+            "8. seq read cold, tifffile.imread data.tif (MiB/s)", v, rate["tif"], None, None,
+            "≥ 0.9× numpy.fromfile of data.raw (same run)", ratio >= 0.9,
+            f"data.raw {rate['raw']:.0f} MiB/s, {ratio:.2f}×"
+            + (f"; median of {self.args.repeat}" if self.args.repeat > 1 else "")
+            + ("; values identical to src.raw" if identical else "; **values DIFFER**"),
+        ))  # fmt: skip
+
     def _rss_row(self, name: str, v: str, peak: int) -> Row:
         limit = self.cache_bytes + 150 * MiB
         return Row(
@@ -1011,7 +1041,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset")
     p.add_argument(
-        "--skip", default="", help="phases to skip: seq,random,overwrite,shard,listing,profile"
+        "--skip", default="", help="phases to skip: seq,random,tiff,overwrite,shard,listing,profile"
     )
     p.add_argument("--cache-size", default="512M", help="-o cache_size= for every mount")
     p.add_argument("--mount-options", default="", help="extra -o options")
@@ -1075,6 +1105,8 @@ def main(argv: list[str] | None = None) -> int:
                 bench.random_reads(v, store)
             if v == "sharded" and "shard" not in skip:
                 bench.shard_fetch(v, store)
+            if "tiff" not in skip:
+                bench.tiff_read(v, store)
             if "overwrite" not in skip:
                 bench.overwrite(v, store)
             if "profile" not in skip:

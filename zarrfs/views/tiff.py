@@ -41,6 +41,7 @@ import functools
 import io
 import logging
 import math
+import mmap
 import struct
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
@@ -61,6 +62,9 @@ log = logging.getLogger(__name__)
 
 #: the TIFF views, in the order they are listed
 TIFF_VIEWS = ("data.tif", "data.btf")
+#: the data region starts on a page boundary: the kernel's page-sized reads of the view fall on
+#: the same array offsets as reads of data.raw, and a memory map of the view is page-aligned
+_ALIGN = mmap.ALLOCATIONGRANULARITY
 _TIFF_TYPES = frozenset(
     {"u1", "i1", "u2", "i2", "u4", "i4", "u8", "i8", "f2", "f4", "f8", "c8", "c16"}
 )
@@ -193,6 +197,7 @@ def _standin(
             dtype=dtype,
             photometric="minisblack",
             contiguous=True,
+            align=_ALIGN,
             description="x" * desc_len,
             software=False,
             metadata=None,
