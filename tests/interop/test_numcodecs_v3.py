@@ -159,3 +159,13 @@ def test_mount_gives_eio_for_a_bomb(tmp_path: Path, mounter) -> None:
         (m.path / "zlib" / "data.raw").read_bytes()
     assert exc.value.errno == errno.EIO
     assert os.path.exists(m.path / "zlib" / "info.json")
+
+
+def test_zfpy_is_refused_with_its_reason(tmp_path: Path, mounter) -> None:
+    write_v3(tmp_path, "zlib")
+    doc = json.loads((tmp_path / "zlib" / "zarr.json").read_text())
+    doc["codecs"] = [{"name": "numcodecs.zfpy", "configuration": {"mode": 4, "tolerance": 0.1}}]
+    (tmp_path / "zlib" / "zarr.json").write_text(json.dumps(doc))
+    m = mounter(tmp_path, "ro")
+    info = json.loads((m.path / "zlib" / "info.json").read_text())
+    assert info["shown"] is False and "zfpy is not installed" in info["reason"]

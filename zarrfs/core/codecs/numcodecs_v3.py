@@ -191,6 +191,25 @@ _KINDS: dict[tuple[str, ...], type[Codec]] = {
     SERIALIZER_IDS: NumcodecsSerializer,
 }
 
+#: numcodecs codecs zarr-python accepts in v3 that zarrfs refuses, and why
+REFUSED = {
+    "zfpy": "zfpy is not installed with zarrfs (its 1.0.1.post0 wheel makes numcodecs 0.16 fail "
+    "to import), and a zfp stream's header alone sets the decoded size",
+}
+
+
+class RefusedNumcodecs(NumcodecsSerializer):
+    """A ``numcodecs.*`` name zarrfs knows but does not read: refused with the reason."""
+
+    @classmethod
+    def from_config(cls, configuration: Mapping[str, Any]) -> Any:
+        reason = REFUSED[cls.name.removeprefix(PREFIX)]
+        raise UnsupportedError(f"codec {cls.name!r} is not supported: {reason}")
+
+
+for _cid in REFUSED:
+    register_codec(type(f"Numcodecs_{_cid}", (RefusedNumcodecs,), {"name": PREFIX + _cid}))
+
 for _ids, _base in _KINDS.items():
     for _cid in _ids:
         register_codec(type(f"Numcodecs_{_cid}", (_base,), {"name": PREFIX + _cid}))
