@@ -24,8 +24,8 @@ import sys
 import tempfile
 import time
 
-ARRAY_FILES = ("attributes.json", "data.hdr", "data.mhd", "data.nhdr", "data.nii", "data.npy",
-               "data.raw", "info.json", "zarr.json")  # fmt: skip
+ARRAY_FILES = ("attributes.json", "data.btf", "data.hdr", "data.mhd", "data.nhdr", "data.nii",
+               "data.npy", "data.raw", "data.tif", "info.json", "zarr.json")  # fmt: skip
 
 
 def serve(mountpoint: str, groups: int, arrays: int) -> None:

@@ -294,7 +294,7 @@ def render_layout(
     y, x = shape[-2:]
     pages = math.prod(shape[:-2])
     plane = y * x * dtype.itemsize
-    text = (meta.imagej_single or "") if single else description(meta, big)
+    text = (meta.imagej_single() or "") if single else description(meta, big)
     desc = text.encode("ascii")
     multi = not single and pages > 1
     sk = _skeleton(dtype, y, x, multi, len(desc), meta.resolution, big, byteorder)
@@ -341,7 +341,7 @@ def tiff_layout(
                 layout = None
             if layout is not None and layout.size < 2**32:
                 return layout
-        if meta.imagej_single is None:
+        if meta.imagej_single() is None:
             return None
         layout = render_layout(dtype, planes, meta, False, True, bo)
     except (ValueError, struct.error) as exc:  # beyond what the format's fields hold

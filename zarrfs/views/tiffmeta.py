@@ -77,9 +77,15 @@ class TiffMeta:
     ome: str | None = None
     #: (x, y) pixels per unit for XResolution/YResolution, or None
     resolution: tuple[float, float] | None = None
-    #: ImageJ description (with ``images=``) of the one-directory form used above 4 GiB, whose
-    #: planes are read as one block in the array's order (None: ImageJ cannot open the type)
-    imagej_single: str | None = None
+    #: (planes, Y, X) when ImageJ opens the type: its plain-stack description is made on demand
+    stack: tuple[int, int, int] | None = None
+
+    def imagej_single(self) -> str | None:
+        """ImageJ's description (with ``images=``) for the one-IFD form used above 4 GiB, whose
+        planes are read as one block in the array's order; None where ImageJ cannot open it."""
+        if self.imagej is not None:
+            return self.imagej
+        return None if self.stack is None else tifffile.imagej_description(self.stack, "ZYX")
 
 
 def ngff_image(group_attrs: Mapping[str, Any], array_name: str) -> NgffImage | None:
@@ -163,12 +169,12 @@ def tiff_meta(
     named = roles is not None and lead > 0 and None not in roles and len(set(roles)) == lead
     stack = None
     if dtype_code in IMAGEJ_TYPES and math.prod(shape[-2:]) < 2**31:
-        stack = tifffile.imagej_description((math.prod(shape[:-2]), *shape[-2:]), "ZYX")
+        stack = (math.prod(shape[:-2]), shape[-2], shape[-1])
     shaped = shaped_description(array_shape or shape)
     if not named or roles is None:
-        return TiffMeta(shaped, imagej_single=stack)
+        return TiffMeta(shaped, stack=stack)
     extra, resolution = _calibration(ngff)
-    meta = TiffMeta(shaped, resolution=resolution, imagej_single=stack)
+    meta = TiffMeta(shaped, resolution=resolution, stack=stack)
     letters = "".join(r.upper() for r in roles if r is not None) + "YX"
     if ngff is not None:
         meta.ome = _ome_xml(dtype_code, shape, letters, ngff, path)
@@ -180,7 +186,7 @@ def tiff_meta(
         sizes = {r: shape[roles.index(r)] if r in roles else 1 for r in _IMAGEJ_ROLES}
         ij_shape = (sizes["t"], sizes["z"], sizes["c"], *shape[-2:])
         ij = tifffile.imagej_description(ij_shape, "TZCYX", hyperstack=True, **extra)
-        meta.imagej = meta.imagej_single = ij
+        meta.imagej = ij
     return meta
 
 
