@@ -368,3 +368,16 @@ def test_tree_renders_anew_after_edits_and_holds_large_documents(tmp_path) -> No
         assert img is not None and crs is not None
     finally:
         t.close()
+
+
+def test_real_mount_views_option_selects_the_format_views(tmp_path, mounter) -> None:
+    store = tmp_path / "v.zarr"
+    root = zarr.open_group(str(store), mode="w")
+    root.create_array("img", shape=(3, 4), chunks=(2, 2), dtype="uint16")[...] = 7
+    m = mounter(store, "ro", "views=data.nii:data.vrt")  # data.vrt needs data.raw: not shown
+    assert [n for n in os.listdir(m.path / "img") if n.startswith("data.")] == ["data.nii"]
+    assert json.loads((m.path / "img" / "info.json").read_text())["views"] == ["data.nii"]
+    m2 = mounter(store, "ro", "views=data.raw:data.vrt", name="mnt2")
+    assert sorted(n for n in os.listdir(m2.path / "img") if n.startswith("data.")) == [
+        "data.raw", "data.vrt"]  # fmt: skip
+    assert b'rasterXSize="4" rasterYSize="3"' in (m2.path / "img" / "data.vrt").read_bytes()
