@@ -3,7 +3,7 @@
     zarrfs mount STORE MOUNTPOINT [-o OPT[,OPT...]] [-f|--foreground] [--systemd]
     zarrfs STORE MOUNTPOINT [-o OPTS]        the form mount.fuse3 runs for fstab type fuse.zarrfs
     zarrfs umount [--lazy] [--timeout SECONDS] MOUNTPOINT
-    zarrfs info|demo|check|stats ARGS...     helpers, each in zarrfs.tools.<name>
+    zarrfs info|demo|check|stats|completion ARGS...   helpers, each in zarrfs.tools.<name>
 
 ``mount`` returns once the mount answers. Without ``-f`` the daemon runs detached (its log goes
 to the runtime directory, see ``zarrfs.fuse.runtime``); ``--systemd`` implies ``-f`` and tells
@@ -36,11 +36,13 @@ TOOLS = {
     "demo": "mount a bundled sample store and use it with ordinary tools",
     "check": "decode every chunk, verify checksums (exit 1 on damage)",
     "stats": "show a live mount's counters (cache, bytes, errors)",
+    "completion": "print a bash or zsh completion script (zarrfs completion bash)",
 }
 COMMANDS = ("mount", "umount", *TOOLS)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``zarrfs``, ``mount`` and ``umount`` (the helpers have their own)."""
     parser = argparse.ArgumentParser(
         prog="zarrfs",
         description="Mount any Zarr store and show every array as plain files.",
@@ -52,7 +54,11 @@ def _parser() -> argparse.ArgumentParser:
 
     mount = commands.add_parser("mount", help="mount a store (returns once the mount is live)")
     mount.add_argument("store", metavar="STORE", help="path or URL of the Zarr store")
-    mount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    mount.add_argument(
+        "mountpoint", metavar="MOUNTPOINT",
+        help="an existing directory, or /dev/fd/N (a /dev/fuse descriptor mounted by another "
+        "process)",
+    )  # fmt: skip
     mount.add_argument(
         "-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]",
         help="mount options (ro, allow_other, uid=, umask=, cache_size=, byte_order=, ...)",
@@ -66,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     mount.add_argument("--status-fd", type=int, help=argparse.SUPPRESS)
 
     umount = commands.add_parser("umount", help="unmount and wait until the daemon has exited")
-    umount.add_argument("mountpoint", metavar="MOUNTPOINT")
+    umount.add_argument("mountpoint", metavar="MOUNTPOINT", help="where the store is mounted")
     umount.add_argument(
         "-z", "--lazy", action="store_true", help="detach now even if files are still open"
     )
@@ -144,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         return _tool(argv[0], argv[1:])
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
         argv.insert(0, "mount")  # mount.fuse3 runs `zarrfs STORE MOUNTPOINT -o OPTS`
-    args = _parser().parse_args(argv)  # exits 2 on a usage error
+    args = build_parser().parse_args(argv)  # exits 2 on a usage error
     try:
         if args.command == "mount":
             return _mount(args)

@@ -115,3 +115,19 @@ def test_kernel_options() -> None:
         "default_permissions",
         "auto_unmount",
     }
+
+
+def test_every_option_is_documented_once() -> None:
+    """The man page and the shell completion read OPTION_DOCS: it covers exactly the options."""
+    from zarrfs.fuse.options import OPTION_DOCS, accepted_option_names
+
+    assert set(OPTION_DOCS) == accepted_option_names()
+    for name, (value, text) in OPTION_DOCS.items():
+        assert text and not text.endswith("."), name
+        item = name.replace("env.NAME", "env.X")
+        if value:  # documented as name=VALUE: refused without a value
+            with pytest.raises(OptionError, match="needs a value"):
+                parse_options([item])
+        else:  # a flag: refused with one
+            with pytest.raises(OptionError, match="takes no value"):
+                parse_options([f"{item}=1"])

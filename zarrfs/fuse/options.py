@@ -282,6 +282,44 @@ def _env_item(item: str) -> tuple[str, str]:
     return name, value
 
 
+#: every option as the man page and shell completion show it: name -> (value, description).
+#: The one description of each option; ``tests/fuse/test_fuse_options.py`` checks it covers
+#: exactly the options the parser accepts.
+OPTION_DOCS: dict[str, tuple[str, str]] = {
+    "ro": ("", "read-only mount: writes fail with EROFS and the store is never changed"),
+    "rw": ("", "read-write mount (the default; undoes an earlier ro)"),
+    "allow_other": ("", "let users other than the one who mounted use the mount"),
+    "default_permissions": ("", "let the kernel check permissions against the modes shown"),
+    "auto_unmount": ("", "unmount when the daemon dies"),
+    "anon": ("", "object stores: send unsigned requests (public buckets)"),
+    "uid": ("USER", "owner shown for every file (name or number; default: who mounted)"),
+    "gid": ("GROUP", "group shown for every file (name or number; default: who mounted)"),
+    "umask": ("OCTAL", "permission bits cleared from every mode, e.g. 022"),
+    "attr_timeout": ("SECONDS", "how long the kernel may cache names and attributes"),
+    "threads": ("N", "worker threads for blocking store and codec calls (default 16)"),
+    "timeout": ("SECONDS", "deadline of one data request before it fails with EIO (default 60)"),
+    "log_level": ("LEVEL", "debug, info, warning or error (default info)"),
+    "cache_size": ("SIZE", "memory for decoded chunks and unflushed writes (default 1G)"),
+    "byte_order": ("ORDER", "byte order of data.raw and the views: little, big or native"),
+    "prefetch": ("SIZE", "bytes read ahead for sequential readers (default 64M)"),
+    "readahead": ("SIZE", "the kernel's read-ahead window for the mount (default 4M)"),
+    "writeback": ("SECONDS", "delay before dirty data is stored in the background; 0: off"),
+    "views": ("NAME:NAME...", "the array views to show, e.g. data.raw:data.npy"),
+    "endpoint": ("URL", "object stores: the endpoint URL (S3-compatible servers)"),
+    "disk_cache": ("DIR", "remote stores: keep fetched objects in this directory"),
+    "disk_cache_size": ("SIZE", "remote stores: size limit of the disk cache"),
+    "store_timeout": ("SECONDS", "remote stores: deadline of one store call, retries included"),
+    "credentials": ("FILE", "NAME=VALUE lines for the daemon's environment (root's, mode 600)"),
+    "metrics": ("ADDR:PORT", "serve Prometheus metrics on this address (off by default)"),
+    f"{ENV_PREFIX}NAME": ("VALUE", "set the environment variable NAME of the daemon"),
+}
+
+
+def accepted_option_names() -> set[str]:
+    """The names ``parse_options`` accepts besides generic ones (``env.NAME`` for env.*)."""
+    return set(_FLAGS) | set(_VALUED) | {f"{ENV_PREFIX}NAME"}
+
+
 def _is_generic(item: str) -> bool:
     return item in GENERIC_OPTIONS or item.startswith(GENERIC_PREFIXES)
 

@@ -170,11 +170,15 @@ def run(cmd: list[str], check: bool = True) -> subprocess.CompletedProcess[str] 
     return res
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zarrfs demo", description=__doc__.splitlines()[0])
     parser.add_argument("--dir", help="work directory (default: a new temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     work = Path(args.dir or tempfile.mkdtemp(prefix="zarrfs-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     store, mnt = work / "ocean.zarr", work / "mnt"
