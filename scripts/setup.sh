@@ -25,6 +25,7 @@ if [[ "${1:-}" == "--test" ]]; then
     pkgs+=(fio vim-tiny gdal-bin python3-gdal teem-apps libij-java default-jre xvfb xauth libtiff-tools)
     pkgs+=(systemd libseccomp2)  # systemd-analyze, the fstab generator; tests/systemd
     pkgs+=(netcdf-bin hdf5-tools)  # ncdump, h5dump: readers of group.nc (tests/views)
+    pkgs+=(man-db groff-base zsh)  # man -l on docs/zarrfs.1; the zsh completion (tests/tools)
     # Octave's ncread (netCDF-C) reads group.nc as MATLAB code would; its recommended
     # packages (GUI, docs) are not needed: about 75 MB and 40 s to install
     norec+=(octave-netcdf)
@@ -66,4 +67,19 @@ if [[ $(id -u) -eq 0 ]]; then
         echo "setup: /usr/local/bin/zarrfs is not a symlink; left as it is" >&2
     fi
 fi
-echo "setup: ready (.venv/bin/zarrfs)" >&2
+# the zarrfs(1) page (docs/zarrfs.1, generated from the parsers) and the shell completions:
+# system-wide as root, else in the user's XDG data directory
+if [[ $(id -u) -eq 0 ]]; then
+    man_dir=/usr/local/share/man/man1
+    bash_dir=/usr/share/bash-completion/completions
+    [[ -d $bash_dir ]] || bash_dir=/etc/bash_completion.d
+    zsh_dir=/usr/local/share/zsh/site-functions
+else
+    data=${XDG_DATA_HOME:-$HOME/.local/share}
+    man_dir=$data/man/man1 bash_dir=$data/bash-completion/completions zsh_dir=$data/zsh/site-functions
+fi
+mkdir -p "$man_dir" "$bash_dir" "$zsh_dir"
+ln -sfn "$PWD/docs/zarrfs.1" "$man_dir/zarrfs.1"
+.venv/bin/zarrfs completion bash > "$bash_dir/zarrfs"
+.venv/bin/zarrfs completion zsh > "$zsh_dir/_zarrfs"
+echo "setup: ready (.venv/bin/zarrfs; man zarrfs; completion for bash and zsh)" >&2
