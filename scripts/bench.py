@@ -35,7 +35,10 @@ freshly opened array):
 8. TIFF view: a cold sequential read of ``data.tif`` with ``tifffile.imread`` against a cold
    ``numpy.fromfile`` of ``data.raw`` (same run, fresh mount each; target: within 10 %);
 7. ``find MNT | wc -l`` and ``ls -lR MNT`` over 10,000 small arrays (1,000 with ``--small``, to
-   stay within a few minutes) vs zarr-python ``members(max_depth=None)``.
+   stay within a few minutes) vs zarr-python ``members(max_depth=None)``;
+9. ``group.nc``: the array read as a netCDF-4 variable with netCDF4-python (netCDF-C, libhdf5)
+   vs ``numpy.fromfile`` of its ``data.raw``, each on a fresh mount after ``drop_caches``, in the
+   same run (the bytes are compared), plus the time of ``ncdump -h`` on a cold mount.
 A py-spy profile of the daemon (extra, untimed passes) is summarised as the top functions.
 
 Invariants: the script never leaves a mount or a process behind (every mount is unmounted in a
@@ -746,6 +749,50 @@ class Bench:
             out[k] = clock() - t0
         return out / 1000
 
+    # -- 9: group.nc read with netCDF4-python vs the same array's data.raw
+    def netcdf_read(self, v: str, store: Path) -> None:
+        import netCDF4
+
+        t_nc: list[float] = []
+        t_raw: list[float] = []
+        t_header: list[float] = []
+        same = True
+        for _ in range(self.args.repeat):
+            drop_caches()
+            with self.mount(store) as m:
+                path = m.mnt / "group.nc"
+                t_header.append(timed(lambda p=path: sh(f"ncdump -h '{p}' > /dev/null"))[0])
+            drop_caches()
+            with self.mount(store) as m:
+
+                def read_nc(p: Path = m.mnt / "group.nc") -> np.ndarray:
+                    with netCDF4.Dataset(p) as d:
+                        d.set_auto_maskandscale(False)
+                        return np.asarray(d[ARRAY][:])
+
+                secs, got = timed(read_nc)
+                t_nc.append(secs)
+            drop_caches()
+            with self.mount(store) as m:
+                secs, raw = timed(lambda: np.fromfile(m.mnt / ARRAY / "data.raw", dtype="<f4"))
+                t_raw.append(secs)
+            same = same and bool(np.array_equal(got.reshape(-1), raw))
+            del got, raw
+        nc_rate = mibps(self.cfg.nbytes, median(t_nc))
+        raw_rate = mibps(self.cfg.nbytes, median(t_raw))
+        ratio = nc_rate / raw_rate
+        notes = [
+            f"data.raw numpy.fromfile, same run: {raw_rate:.0f} MiB/s ({ratio:.2f}×)",
+            f"ncdump -h, cold mount: {median(t_header) * 1000:.0f} ms",
+            "bytes identical to data.raw" if same else "**bytes DIFFER from data.raw**",
+        ]
+        if self.args.repeat > 1:
+            notes.append(f"median of {self.args.repeat}")
+        self.add(Row(
+            "9. group.nc: one variable, netCDF4-python, cold (MiB/s)", v, nc_rate, None, None,
+            "≥ 0.8× data.raw read (same bytes)", ratio >= 0.8 and same, "; ".join(notes),
+        ))  # fmt: skip
+
     # -- 4, 5: full overwrite
     def overwrite(self, v: str, store: Path) -> None:
         n, src = self.cfg.nbytes, self.base / "src.raw"
@@ -1041,7 +1088,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset")
     p.add_argument(
-        "--skip", default="", help="phases to skip: seq,random,tiff,overwrite,shard,listing,profile"
+        "--skip",
+        default="",
+        help="phases to skip: seq,random,tiff,overwrite,shard,netcdf,listing,profile",
     )
     p.add_argument("--cache-size", default="512M", help="-o cache_size= for every mount")
     p.add_argument("--mount-options", default="", help="extra -o options")
@@ -1109,6 +1158,8 @@ def main(argv: list[str] | None = None) -> int:
                 bench.tiff_read(v, store)
             if "overwrite" not in skip:
                 bench.overwrite(v, store)
+            if "netcdf" not in skip:
+                bench.netcdf_read(v, store)
             if "profile" not in skip:
                 bench.profile(v, store)
         if "listing" not in skip:

@@ -342,3 +342,20 @@ def test_real_mount_readers(tmp_path: Path, mounter: Any) -> None:
     with netCDF4.Dataset(nested) as d:
         assert list(d.variables) == ["w"] and d["w"].dimensions == ("time",)
         np.testing.assert_array_equal(d["w"][:], [1, 2, 3, 4])
+
+
+def test_ncdump_header_reads_no_array_data(tmp_path: Path, mounter: Any) -> None:
+    """The metadata lies before every data extent: ``ncdump -h`` of a group of 100 arrays
+    of 1 MiB loads no more array data than the kernel's read-ahead past the metadata (4 MiB:
+    32 chunks of 128 KiB), not a read-ahead window per variable."""
+    store = tmp_path / "s.zarr"
+    write_v3(store, "", {"node_type": "group", "attributes": {"title": "many"}})
+    for i in range(100):
+        doc = array_doc([64, 4096], "float32", ["y", "x"], {"units": "K", "i": i})
+        doc["chunk_grid"]["configuration"]["chunk_shape"] = [8, 4096]
+        write_v3(store, f"v{i:03d}", doc)
+    m = mounter(store, "ro", "readahead=4M", name="many")
+    header = ncdump("-h", str(m.path / "group.nc"))
+    assert header.count("float v") == 100
+    stats = json.loads((m.path / ".zarrfs" / "stats.json").read_text())
+    assert stats["chunk_cache"]["misses"] <= 40, stats["chunk_cache"]

@@ -9,17 +9,21 @@ elements as one run of bytes at an address the library chooses, in either byte o
 dataset can be exactly the bytes ``data.raw`` serves.
 
 How the file is made: h5py (libhdf5) writes the whole file into a :class:`SparseImage`, a file
-object that keeps only the pages written to it. Every included array is created as a contiguous
-dataset with early allocation and fill time "never", so libhdf5 reserves its address range and
-writes nothing there; ``get_offset()`` gives the address. What was written is the metadata
-(superblock, object headers, heaps, B-trees, attributes); the data ranges stay holes that are
-never materialised, so a 10 GiB group costs the few kilobytes of its metadata.
+object that keeps only the pages written to it. Every included array is a contiguous dataset
+with fill time "never"; once all metadata is written, writing one element makes libhdf5 reserve
+each dataset's address range at the end of the file (``get_offset()`` gives it), so the
+metadata (superblock, object headers, heaps, attributes) comes first and reading it never reads
+ahead into more than the first array. The data ranges stay holes that are never materialised: a
+10 GiB group costs the few kilobytes of its metadata. The file's size is known from metadata
+alone (:func:`size_bound`: the data plus a generous allowance), and the rendered file is padded
+with zeros up to it, so ``stat`` never renders.
 
 Invariants of a :class:`Layout`:
 - ``extents`` are disjoint, sorted, inside ``[0, size)``; extent ``e`` holds exactly the C-order
   bytes of array ``e.path`` in the byte order of its dataset (the mount's byte order);
 - ``segments`` are the metadata bytes libhdf5 wrote, sorted, disjoint from every extent; any
-  other byte of the file reads as zero (what libhdf5 would read from its own sparse file);
+  other byte of the file reads as zero (what libhdf5 would read from its own sparse file),
+  including the padding from ``eoa`` (HDF5's end of allocation) to ``size``;
 - rendering depends only on the group's attributes and the arrays' metadata, never on data.
 
 Variables and dimensions (see docs/netcdf.md for the reasons):
@@ -38,20 +42,20 @@ Variables and dimensions (see docs/netcdf.md for the reasons):
 from __future__ import annotations
 
 import base64
-import io
 import json
 import logging
 import math
 import re
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import h5py
 import numpy as np
 
 from zarrfs.core.metadata.model import ArrayMetadata
+from zarrfs.views.sparseimage import SparseImage
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +77,6 @@ RESERVED_ATTRS = frozenset(
 )  # fmt: skip
 #: the most metadata a rendering may write (a guard: real groups need kilobytes)
 MAX_METADATA_BYTES = 64 << 20
-_PAGE = 4096
 #: the HDF5 Dimension Scales attributes (HDF5 "Dimension Scale Specification"), as H5DS
 #: writes them: one object reference per axis, and (variable, axis) pairs on each scale
 _DIMENSION_LIST = h5py.vlen_dtype(h5py.ref_dtype)
@@ -85,89 +88,6 @@ _PER_VARIABLE = 4 << 10
 _PER_AXIS = 256
 _PER_ATTRIBUTE = 512
 _INT64 = (-(2**63), 2**63 - 1)
-
-
-# ----------------------------------------------------------------------------- the image
-
-
-class SparseImage(io.RawIOBase):
-    """A seekable in-memory file that stores only the 4 KiB pages written to it; unwritten
-    bytes read as zero. h5py's file-object driver writes the file through it."""
-
-    def __init__(self) -> None:
-        self.pages: dict[int, bytearray] = {}
-        self.pos = 0
-        self.size = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
-        self.pos = base + offset
-        return self.pos
-
-    def tell(self) -> int:
-        return self.pos
-
-    def readinto(self, buffer: Any) -> int:
-        out = memoryview(buffer).cast("B")
-        n = max(0, min(len(out), self.size - self.pos))
-        done = 0
-        while done < n:
-            page, skip = divmod(self.pos + done, _PAGE)
-            k = min(_PAGE - skip, n - done)
-            data = self.pages.get(page)
-            out[done : done + k] = data[skip : skip + k] if data is not None else bytes(k)
-            done += k
-        self.pos += n
-        return n
-
-    def write(self, buffer: Any) -> int:
-        data = memoryview(buffer).cast("B")
-        done = 0
-        while done < len(data):
-            page, skip = divmod(self.pos + done, _PAGE)
-            k = min(_PAGE - skip, len(data) - done)
-            dest = self.pages.get(page)
-            if dest is None:
-                if len(self.pages) * _PAGE >= MAX_METADATA_BYTES:
-                    raise OSError("netCDF metadata larger than the rendering limit")
-                dest = self.pages[page] = bytearray(_PAGE)
-            dest[skip : skip + k] = data[done : done + k]
-            done += k
-        self.pos += len(data)
-        self.size = max(self.size, self.pos)
-        return len(data)
-
-    def truncate(self, size: int | None = None) -> int:
-        self.size = self.pos if size is None else size
-        for page in [p for p in self.pages if p * _PAGE >= self.size]:
-            del self.pages[page]
-        return self.size
-
-    def runs(self) -> list[tuple[int, bytes]]:
-        """The written pages merged into (offset, bytes) runs, clipped to the file size."""
-        out: list[tuple[int, bytes]] = []
-        start = prev = -2
-        parts: list[bytes] = []
-        for page in sorted(self.pages):
-            if page != prev + 1 and parts:
-                out.append((start * _PAGE, b"".join(parts)))
-                parts = []
-            if not parts:
-                start = page
-            parts.append(bytes(self.pages[page]))
-            prev = page
-        if parts:
-            out.append((start * _PAGE, b"".join(parts)))
-        return [(o, d[: max(0, self.size - o)]) for o, d in out if o < self.size]
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -365,16 +285,33 @@ def cf_fill_value(meta: ArrayMetadata, dtype: np.dtype[Any]) -> np.ndarray[Any, 
 # ----------------------------------------------------------------------------- rendering
 
 
-def _dcpl(fill: np.ndarray[Any, Any] | None, allocate: bool) -> h5py.h5p.PropDCID:
+def _dcpl(fill: np.ndarray[Any, Any] | None) -> h5py.h5p.PropDCID:
+    """Contiguous, allocated on first write (``_allocate``), never filled by libhdf5."""
     plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     plist.set_layout(h5py.h5d.CONTIGUOUS)
     plist.set_obj_track_times(False)
-    if allocate:  # reserve the address range now, never write into it
-        plist.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-        plist.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    plist.set_alloc_time(h5py.h5d.ALLOC_TIME_LATE)
+    plist.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
     if fill is not None:
         plist.set_fill_value(np.ascontiguousarray(fill))
     return plist
+
+
+def _allocate(ds: h5py.Dataset) -> Extent:
+    """Make libhdf5 reserve the dataset's storage (at the end of the file) by writing its
+    first element; the element lands inside the extent, which the array's bytes replace."""
+    space = ds.id.get_space()
+    space.select_none()
+    if ds.shape:
+        space.select_hyperslab((0,) * len(ds.shape), (1,) * len(ds.shape))
+    else:
+        space.select_all()
+    ds.id.write(h5py.h5s.create_simple((1,)), space, np.zeros(1, ds.dtype))
+    offset = ds.id.get_offset()
+    size = ds.id.get_storage_size()
+    if offset is None or size != ds.size * ds.dtype.itemsize:
+        raise OSError(f"libhdf5 did not allocate {ds.name} contiguously")
+    return Extent(offset, offset + size, "")
 
 
 def _dataset(
@@ -459,7 +396,7 @@ def render(
     coords = {
         v.member.name: v for v in variables if v.dims == (v.member.name,) and v.member.name in sizes
     }
-    image = SparseImage()
+    image = SparseImage(MAX_METADATA_BYTES)
     datasets: dict[str, h5py.Dataset] = {}
     with h5py.File(image, "w", track_order=True, libver=("v108", "v110")) as f:
         scales: dict[str, h5py.Dataset] = {}
@@ -467,7 +404,7 @@ def render(
         for dimid, (dim, n) in enumerate(sizes.items()):
             var = coords.get(dim)
             if var is None:  # a dimension with no coordinate variable: an empty scale
-                ds = _dataset(f, dim, np.dtype(">f4"), (n,), _dcpl(None, allocate=False))
+                ds = _dataset(f, dim, np.dtype(">f4"), (n,), _dcpl(None))
                 h5py.h5ds.set_scale(ds.id, (PHONY_NAME % n).encode())
             else:
                 ds = _create_variable(f, var, dim)
@@ -500,13 +437,9 @@ def render(
             lines = [f"{name}: {why}" for name, why in sorted(left_out.items())]
             f.attrs.create(EXCLUDED_ATTR, np.array(lines, dtype=h5py.string_dtype()))
         _set_attr(f.attrs, "_NCProperties", _properties())
-        extents = []
-        for path, ds in datasets.items():
-            offset = ds.id.get_offset()
-            size = ds.id.get_storage_size()
-            if offset is None or size != ds.size * ds.dtype.itemsize:
-                raise OSError(f"libhdf5 did not allocate {path} contiguously")
-            extents.append(Extent(offset, offset + size, path))
+        # the data last: every byte of metadata lies before the first extent, so reading
+        # the metadata (ncdump -h) never reads ahead into many arrays
+        extents = [replace(_allocate(ds), path=path) for path, ds in datasets.items()]
     for name, why in sorted(left_out.items()):
         log.info("group.nc: %s is not included: %s", name, why)
     extents.sort(key=lambda e: e.start)
@@ -520,7 +453,7 @@ def render(
 def _create_variable(f: h5py.File, var: _Var, h5name: str) -> h5py.Dataset:
     meta = var.member.metadata
     hdf5_fill = meta.fill_value.astype(var.dtype)
-    ds = _dataset(f, h5name, var.dtype, meta.shape, _dcpl(hdf5_fill, allocate=True))
+    ds = _dataset(f, h5name, var.dtype, meta.shape, _dcpl(hdf5_fill))
     attrs = dict(meta.attributes)
     if var.is_bool:
         attrs.setdefault("dtype", "bool")
