@@ -35,6 +35,7 @@ from ome_zarr.writer import write_image
 from PIL import Image
 
 from zarrfs.views.tiff import layout_for
+from zarrfs.views.tiffmeta import ngff_image, tiff_meta
 from zarrfs.views.tree import open_tree
 
 pytestmark = pytest.mark.timeout(600)
@@ -463,3 +464,36 @@ def test_views_option_selects_the_tiff_views(tmp_path) -> None:
             assert t.is_bigtiff and t.asarray().shape == (4, 5)
     finally:
         root.close()
+
+
+@pytest.mark.parametrize(
+    ("axes", "shape"),
+    [("tczyx", (2, 3, 4, 5, 6)), ("czyx", (3, 4, 5, 6)), ("cyx", (2, 5, 6)), ("zyx", (4, 5, 6)),
+     ("tyx", (3, 5, 6)), ("tzcyx", (2, 3, 4, 5, 6))],
+)  # fmt: skip
+def test_ome_xml_of_ngff_0_4_axes_is_valid_and_states_the_order(axes, shape) -> None:
+    units = {"x": "micrometer", "y": "micrometer", "z": "furlong", "t": "millisecond"}
+    attrs = {"multiscales": [{  # OME-NGFF 0.4: multiscales at the top of the attributes
+        "version": "0.4",
+        "axes": [{"name": a, "type": {"t": "time", "c": "channel"}.get(a, "space"),
+                  **({"unit": units[a]} if a in units else {})} for a in axes],
+        "datasets": [{"path": "0", "coordinateTransformations": [
+            {"type": "scale", "scale": [1.5] * len(axes)}]}],
+    }]}  # fmt: skip
+    ngff = ngff_image(attrs, "0")
+    meta = tiff_meta("u2", shape, None, ngff, "img")
+    assert meta.ome is not None
+    px = ome_types.from_xml(meta.ome, validate=True).images[0].pixels
+    sizes = dict(zip(axes.upper(), shape, strict=True))
+    assert [px.size_x, px.size_y, px.size_z, px.size_c, px.size_t] == [
+        sizes.get(k, 1) for k in "XYZCT"]  # fmt: skip
+    # DimensionOrder: X, Y, then the array's leading axes fastest first (absent axes, of size
+    # 1, may stand anywhere)
+    lead = axes.upper()[:-2]
+    order = px.dimension_order.value
+    assert order[:2] == "XY" and [k for k in order[2:] if k in lead] == list(reversed(lead))
+    assert px.physical_size_x == 1.5 and px.physical_size_z is None  # unknown unit: left out
+    if "t" in axes:
+        assert px.time_increment == 1.5 and px.time_increment_unit.value == "ms"
+    # ImageJ gets a hyperstack only where the axes run in its plane order (t, z, c)
+    assert (meta.imagej is not None) == (axes in ("tzcyx", "cyx", "zyx", "tyx"))

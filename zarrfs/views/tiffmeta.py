@@ -177,7 +177,10 @@ def tiff_meta(
     meta = TiffMeta(shaped, resolution=resolution, stack=stack)
     letters = "".join(r.upper() for r in roles if r is not None) + "YX"
     if ngff is not None:
-        meta.ome = _ome_xml(dtype_code, shape, letters, ngff, path)
+        try:
+            meta.ome = _ome_xml(dtype_code, shape, letters, ngff, path)
+        except tifffile.OmeXmlError:  # an axis order or type OME-XML cannot state: left out
+            meta.ome = None
     # ImageJ reads planes in one order only (channel fastest, then z, then time): a hyperstack
     # is stated only when the array's axes of size > 1 already run in that order
     sized = [r for r, n in zip(roles, shape, strict=False) if n > 1]
