@@ -120,7 +120,7 @@ def test_mountpoint_problems(tmp_path, mountpoint, foreground) -> None:
 def test_usage_errors_exit_2(tmp_path, mountpoint) -> None:
     unknown = zarrfs(tmp_path, "mount", "fake://tree", str(mountpoint), "-o", "ro,bogus=1")
     assert unknown.returncode == 2
-    assert "unknown mount option: 'bogus=1'" in unknown.stderr
+    assert "unknown mount option: 'bogus=...'" in unknown.stderr
     malformed = zarrfs(tmp_path, "mount", "fake://tree", str(mountpoint), "-o", "cache_size=x")
     assert malformed.returncode == 2 and "cache_size" in malformed.stderr
     assert zarrfs(tmp_path, "mount", "fake://tree").returncode == 2

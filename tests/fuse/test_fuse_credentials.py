@@ -28,6 +28,11 @@ def test_env_options_are_parsed_and_never_shown() -> None:
     assert SECRET not in str(bad.value) and "1BAD" in str(bad.value)
     with pytest.raises(OptionError, match="needs a value"):
         parse_options(["env.AWS_REGION"])
+    with pytest.raises(
+        OptionError, match=r"unknown mount option: 'evn.AWS_SECRET_ACCESS_KEY=\.\.\.'"
+    ) as typo:
+        parse_options([f"evn.AWS_SECRET_ACCESS_KEY={SECRET}"])
+    assert SECRET not in str(typo.value)
 
 
 def test_split_environment_keeps_values_out_of_argv() -> None:

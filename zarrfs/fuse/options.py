@@ -354,7 +354,9 @@ def parse_options(option_strings: Iterable[str]) -> MountOptions:
             elif name in _FLAGS:
                 raise OptionError(f"-o {name} takes no value")
             else:
-                raise OptionError(f"unknown mount option: {item!r}")
+                # the value is not shown: it may be a secret (a mistyped env.NAME=VALUE)
+                shown = f"{name}=..." if has_value else name
+                raise OptionError(f"unknown mount option: {shown!r}")
     return replace(
         MountOptions(), ignored=tuple(ignored), environment=tuple(environment), **changes
     )
