@@ -16,6 +16,7 @@ import pytest
 import zarr
 
 import zarrfs
+from zarrfs.api import option_strings
 from zarrfs.fuse.runtime import mount_info
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse")
@@ -121,3 +122,9 @@ def test_from_a_jupyter_kernel(tmp_path: Path) -> None:
     assert outputs[0]["text"].split() == [str(int(expected.sum())), str(99 * 24)]
     expected[0] = 99
     assert np.array_equal(zarr.open_array(store)[:], expected)
+
+
+def test_keyword_options_become_o_options() -> None:
+    assert option_strings(
+        {"ro": True, "rw": False, "uid": None, "cache_size": "64M", "views": ("data.raw", "x")}
+    ) == ["ro", "cache_size=64M", "views=data.raw:x"]
