@@ -163,3 +163,19 @@ def test_lying_item_count_is_eio(tmp_path: Path, mounter) -> None:
         (m.path / "data.txt").read_bytes()
     assert exc.value.errno == errno.EIO
     assert json.loads((m.path / "info.json").read_text())["shape"] == [3]
+
+
+def test_zarrfs_check_decodes_variable_length_chunks(store: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from zarrfs.core.stores.local import LocalStore
+    from zarrfs.tools.check import check_store
+
+    report = check_store(LocalStore(store, read_only=True))
+    assert report.ok and report.arrays == 5 and report.chunks_stored > 5
+    copy = tmp_path / "c.zarr"
+    shutil.copytree(store, copy)
+    (copy / "strings" / "c" / "0" / "0").write_bytes(b"\xff\xff\xff\x7f")
+    report = check_store(LocalStore(copy, read_only=True))
+    assert [f.kind for f in report.errors] == ["damaged"]
+    assert report.errors[0].key == "/strings/c/0/0"

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from zarrfs.core.errors import MetadataError, UnsupportedError
+from zarrfs.core.errors import MetadataError, UnsupportedError, VariableLengthElements
 
 _INT_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _FLOAT_NAMES = ("float16", "float32", "float64")
@@ -184,7 +184,9 @@ def _data_type(name: str, conf: Mapping[str, Any] | None) -> DataType:
     if factory is not None:
         return factory(conf)
     if name in _VARIABLE_LENGTH:
-        raise UnsupportedError(f"data type {name!r} has variable-length elements: not supported")
+        raise VariableLengthElements(
+            f"data type {name!r} has variable-length elements: not supported"
+        )
     raise UnsupportedError(f"unknown data type {name!r}")
 
 

@@ -7,6 +7,7 @@ table (``zarrfs.fuse.errors``). Messages name the key or metadata field at fault
     ├── NodeNotFound        no such group/array/key            -> ENOENT
     ├── MetadataError       invalid metadata document          -> EINVAL (node skipped on mount)
     │   └── UnsupportedError  valid but not understood (unknown codec, data type, extension)
+    │       └── VariableLengthElements  no fixed element size: shown as text, not as raw bytes
     ├── CorruptDataError    chunk/shard fails checksum, decode, size or index validation -> EIO
     ├── StoreError          the store failed (I/O, network)                            -> EIO
     │   ├── StoreTimeout    a request exceeded its deadline                            -> EIO
@@ -33,6 +34,11 @@ class MetadataError(ZarrFSError):
 
 class UnsupportedError(MetadataError):
     """Valid metadata that this engine does not understand (unknown codec, data type, ...)."""
+
+
+class VariableLengthElements(UnsupportedError):
+    """A valid array whose elements have no fixed size (strings, bytes, objects): it has no
+    raw views; the text views (``data.txt``, ``data.json``) show it."""
 
 
 class CorruptDataError(ZarrFSError):

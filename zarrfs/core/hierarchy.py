@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarrfs.core.array import Engine, ZarrArray
-from zarrfs.core.errors import MetadataError, NodeNotFound, StoreError, ZarrFSError
+from zarrfs.core.errors import (
+    MetadataError,
+    NodeNotFound,
+    StoreError,
+    VariableLengthElements,
+    ZarrFSError,
+)
 from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME, implicit_group, implies_nodes
 from zarrfs.core.metadata.model import ArrayMetadata, GroupMetadata, check_node_name
 from zarrfs.core.stores.base import ByteRange, RangeRequest, Store
@@ -294,7 +300,9 @@ class Hierarchy:
                 self.problems[path] = str(exc)
                 if isinstance(summary, dict):
                     self.opaque[path] = {**summary, "reason": str(exc)}
-            if first:
+            if first and isinstance(exc, VariableLengthElements):
+                log.info("%s: variable-length elements, shown as data.txt and data.json", path)
+            elif first:
                 log.warning("skipping %s: %s", path, exc)
             return None
 

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from zarrfs.core.codecs.chain import CodecChain
 from zarrfs.core.codecs.v2pipeline import V2PipelineCodec
-from zarrfs.core.errors import MetadataError, UnsupportedError, ZarrFSError
+from zarrfs.core.errors import MetadataError, UnsupportedError, VariableLengthElements, ZarrFSError
 from zarrfs.core.keys import ChunkKeyEncoding
 from zarrfs.core.metadata.model import (
     MAX_NBYTES,
@@ -49,7 +49,7 @@ Metadata = ArrayMetadata | GroupMetadata
 A = TypeVar("A", bound=ArrayMetadata)
 
 
-class VariableLengthArrayError(UnsupportedError):
+class VariableLengthArrayError(VariableLengthElements):
     """A valid array whose elements have variable length (numpy object type, with an object
     codec such as ``vlen-utf8``): it exists, but has no raw-file views. ``summary`` is a JSON
     object describing it (shape, chunks, dtype, filters, compressor, reason)."""

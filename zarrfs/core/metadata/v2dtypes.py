@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from zarrfs.core.dtypes import MAX_ITEMSIZE, DataType
-from zarrfs.core.errors import MetadataError, UnsupportedError
+from zarrfs.core.errors import MetadataError, UnsupportedError, VariableLengthElements
 
 _SIMPLE = re.compile(r"([<>|])([biufcmMSUV])([0-9]+)(?:\[([0-9]*)([A-Za-zμ]+)\])?")
 _SIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8), "c": (8, 16)}
@@ -46,7 +46,7 @@ _TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps",
 MAX_STRUCT_DEPTH = 16
 
 
-class VariableLengthError(UnsupportedError):
+class VariableLengthError(VariableLengthElements):
     """The array's elements have variable length (numpy object type): it cannot be shown as a
     raw file. ``dtype`` is the stored ``dtype`` member."""
 
