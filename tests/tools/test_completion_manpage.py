@@ -8,7 +8,9 @@ changes), and man(1) must render it without a warning.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +27,7 @@ PAGE = REPO / "docs" / "zarrfs.1"
 ZARRFS = [sys.executable, "-m", "zarrfs"]
 
 
+@functools.cache
 def script(shell: str) -> str:
     result = subprocess.run([*ZARRFS, "completion", shell], capture_output=True, text=True,
                             cwd=REPO, timeout=60)  # fmt: skip
@@ -91,6 +94,38 @@ def test_zsh_loads_the_completion(tmp_path: Path) -> None:
     assert first == "_zarrfs"
     for name in OPTION_DOCS:
         assert f"'{name}[" in body, name
+
+
+def zsh_complete(tmp_path: Path, line: str) -> str:
+    """The last line a terminal shows after typing ``line`` and TAB in zsh."""
+    functions = tmp_path / "functions"
+    functions.mkdir(exist_ok=True)
+    (functions / "_zarrfs").write_text(script("zsh"))  # as scripts/setup.sh installs it
+    env = {**os.environ, "HOME": str(tmp_path),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
+    result = subprocess.run(
+        ["zsh", "-f", str(REPO / "tests" / "tools" / "zsh_complete.zsh"), line, str(functions)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    shown = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]|\x1b[=>]|\x07", "", result.stdout)
+    text: list[str] = []
+    for char in shown.replace("\r", "\n"):  # a backspace takes back the character before it
+        if char == "\b":
+            if text and text[-1] != "\n":
+                text.pop()
+        else:
+            text.append(char)
+    return "\n".join(ln.rstrip() for ln in "".join(text).splitlines() if ln.strip())
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="needs zsh (scripts/setup.sh --test)")
+def test_zsh_completes_from_fpath(tmp_path: Path) -> None:
+    assert zsh_complete(tmp_path, "zarrfs um").endswith(">zarrfs umount")
+    assert zsh_complete(tmp_path, "zarrfs umount --t").endswith(">zarrfs umount --timeout")
+    shown = zsh_complete(tmp_path, "zarrfs mount -o ro,allow_")
+    assert shown.endswith(">zarrfs mount -o ro,allow_other,"), shown
+    assert zsh_complete(tmp_path, "zarrfs mount -o cache_s").endswith("-o cache_size=")
+    assert "bash  zsh" in zsh_complete(tmp_path, "zarrfs completion ")
 
 
 def test_the_committed_man_page_is_current() -> None:

@@ -141,12 +141,12 @@ _zarrfs_mount_options() {{
 }}
 
 _zarrfs() {{
-    local -a commands
-    commands=(
+    local -a subcommands
+    subcommands=(
 {described}
     )
     if (( CURRENT == 2 )); then
-        _describe -t commands 'zarrfs command' commands
+        _describe -t commands 'zarrfs command' subcommands
         _files
         return
     fi
@@ -160,7 +160,7 @@ _zarrfs() {{
     esac
 }}
 
-if [[ $zsh_eval_context[-1] == loadautoload ]]; then
+if [[ $funcstack[1] == _zarrfs ]]; then  # autoloaded from fpath: this file is the function
     _zarrfs "$@"
 else
     compdef _zarrfs zarrfs
