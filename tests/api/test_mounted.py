@@ -109,7 +109,10 @@ print(int(before.sum()), int(after[:24].sum()))
 """
 
 
-def test_from_a_jupyter_kernel(tmp_path: Path) -> None:
+def test_from_a_jupyter_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernel's connection file and IPython's profile go to this test's directory
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
