@@ -173,6 +173,35 @@ def test_xarray_reads_what_open_zarr_reads(tmp_path: Path, fmt: int, order: str)
         assert f["temp"].dtype.byteorder == (">" if order == "big" else "<")
 
 
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_zarr_python_groups_read_as_open_zarr_reads_them(tmp_path: Path, fmt: int) -> None:
+    """Written by zarr-python directly: fill values (v2: the missing value; v3: storage only),
+    explicit byte orders, dimension names from ``_ARRAY_DIMENSIONS`` / ``dimension_names``."""
+    store = tmp_path / "z.zarr"
+    root = zarr.open_group(store, mode="w", zarr_format=fmt)
+    root.attrs.update({"source": "zarr-python", "count": 2})
+    specs = [("depth", ">f8", ["z"], np.nan), ("level", "<i4", ["z", "x"], 0),
+             ("x", "<f4", ["x"], 0.0), ("flag", "u1", ["x"], 255)]  # fmt: skip
+    rng = np.random.default_rng(3)
+    for name, dtype, dims, fill in specs:
+        shape = tuple(4 if d == "z" else 6 for d in dims)
+        kw: dict[str, Any] = {"dimension_names": dims} if fmt == 3 else {}
+        a = root.create_array(name, shape=shape, dtype=dtype, fill_value=fill, chunks=shape, **kw)
+        if fmt == 2:
+            a.attrs["_ARRAY_DIMENSIONS"] = dims
+        a.attrs["units"] = "m"
+        data = (rng.random(shape) * 10).astype(dtype)
+        data.flat[0] = fill  # the fill value as data: masked for v2, a value for v3
+        a[...] = data
+    path = as_file(tmp_path, read_view(store))
+    expected = xr.open_zarr(store, consolidated=False).load()
+    with xr.open_dataset(path) as got:
+        xr.testing.assert_identical(got.load(), expected)
+    with netCDF4.Dataset(path) as nc:
+        assert ("_FillValue" in nc["level"].ncattrs()) == (fmt == 2)
+        assert nc["depth"].dtype.byteorder in "<>=|"
+
+
 def test_a_10_gib_group_costs_its_metadata_only(tmp_path: Path) -> None:
     root = zarr.open_group(tmp_path / "big.zarr", mode="w", zarr_format=3)
     root.create_array("time", shape=(1024,), dtype="f8", dimension_names=["time"])
@@ -342,6 +371,27 @@ def test_real_mount_readers(tmp_path: Path, mounter: Any) -> None:
     with netCDF4.Dataset(nested) as d:
         assert list(d.variables) == ["w"] and d["w"].dimensions == ("time",)
         np.testing.assert_array_equal(d["w"][:], [1, 2, 3, 4])
+
+
+def test_writes_through_data_raw_show_in_group_nc(tmp_path: Path, mounter: Any) -> None:
+    """The kernel's cached pages of group.nc are dropped when an array changed (its cache
+    token follows the arrays' data), and a resize re-renders the file at the next open."""
+    store = tmp_path / "w.zarr"
+    root = zarr.open_group(store, mode="w", zarr_format=3)
+    a = root.create_array("a", shape=(4, 3), dtype="<i2", dimension_names=["t", "x"])
+    a[...] = 1
+    m = mounter(store, "rw", "writeback=0", name="w")
+    nc = m.path / "group.nc"
+    with netCDF4.Dataset(nc) as d:
+        assert (d["a"][:] == 1).all()
+    (m.path / "a" / "data.raw").write_bytes(np.full((4, 3), 7, "<i2").tobytes())
+    with netCDF4.Dataset(nc) as d:
+        assert (d["a"][:] == 7).all()
+    with open(m.path / "a" / "data.raw", "ab") as f:  # grows axis 0 by two rows
+        f.write(np.full((2, 3), 9, "<i2").tobytes())
+    with netCDF4.Dataset(nc) as d:
+        assert d.dimensions["t"].size == 6
+        np.testing.assert_array_equal(d["a"][4:], np.full((2, 3), 9))
 
 
 def test_ncdump_header_reads_no_array_data(tmp_path: Path, mounter: Any) -> None:

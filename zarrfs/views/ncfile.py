@@ -15,6 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -149,8 +150,10 @@ class GroupFile(VFile):
             raise ReadOnlyError(f"{self.path or '/'}/group.nc is read-only")
         h = self.ctx.hierarchy
         h.revalidate(self.path)
-        for node in h.children(self.path):
-            h.revalidate(node.path)
+        # close-to-open for every array of the group, concurrently (one request each on an
+        # object store); a failure surfaces when the layout reads that node
+        paths = [node.path for node in h.children(self.path)]
+        h.engine.run_all([functools.partial(h.revalidate, p) for p in paths])
         return GroupFileHandle(self.ctx, self.layout()[1])
 
 

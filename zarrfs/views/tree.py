@@ -8,6 +8,7 @@ default, so the views never depend on the FUSE layer's types.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 import threading
@@ -44,6 +45,23 @@ ALL_VIEWS = (
 )
 #: the netCDF-4 view of a group (``zarrfs.views.ncfile``, imported on first use: libhdf5)
 GROUP_FILE = "group.nc"
+
+
+_WARMED = threading.Event()
+
+
+def _warm_group_files() -> None:
+    """Import the ``group.nc`` renderer (h5py and libhdf5 take ~0.3 s and ~11 MiB) in the
+    background the first time a group is listed, so the first ``ncdump -h`` does not wait for
+    it; mounts that never list a group (or list no ``group.nc``) never load it."""
+    if not _WARMED.is_set():
+        _WARMED.set()
+        threading.Thread(
+            target=importlib.import_module,
+            args=("zarrfs.views.ncfile",),
+            name="zarrfs-netcdf-import",
+            daemon=True,
+        ).start()
 
 
 @dataclass
@@ -188,6 +206,7 @@ class GroupDir(EditableDirMixin, VDir):
             own.append("info.json")
         if node is not None and self.ctx.view_enabled(GROUP_FILE):
             own.append(GROUP_FILE)  # a child node of that name wins (lookup finds it first)
+            _warm_group_files()
         return sorted({*children, *skipped, *own, *self.scratch_names()})
 
     def lookup(self, name: str) -> VNode | None:
