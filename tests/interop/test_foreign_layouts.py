@@ -157,3 +157,33 @@ def test_root_array_zarrfs_cannot_open(stores, mounter) -> None:
     assert "store root: not shown" in log and "example.not_a_codec" in log
     assert "no node metadata" not in log
     _assert_same_tree(stores["rootbad"], m.path)
+
+
+def test_implicit_paths_through_consolidated_metadata(tmp_path: Path) -> None:
+    """A store that cannot list (HTTP) finds implicit groups through ``.zmetadata``."""
+    from tests.core.formats.formats_helpers import NonListable
+    from zarrfs.core.hierarchy import Hierarchy
+    from zarrfs.core.stores.local import LocalStore
+
+    plate = tmp_path / "plate.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.open_group(plate, mode="w", zarr_format=2)
+        for well in ("A/1", "B/2"):
+            a = zarr.create_array(plate / well / "0", shape=(2,), dtype="u2", zarr_format=2)
+            a[:] = [7, 8]
+    # zarr-python 2's consolidate_metadata took every metadata key of the store, implicit
+    # paths included (zarr-python 3 no longer walks them): written here as it did
+    entries = {
+        str(p.relative_to(plate)): json.loads(p.read_text())
+        for p in sorted(plate.rglob(".z*"))
+        if p.name in (".zgroup", ".zarray", ".zattrs")
+    }
+    (plate / ".zmetadata").write_text(
+        json.dumps({"zarr_consolidated_format": 1, "metadata": entries})
+    )
+    h = Hierarchy(NonListable(LocalStore(plate, read_only=True)))
+    assert [n.name for n in h.children("")] == ["A", "B"]
+    assert h.node("A").format.name == "implicit"
+    assert [n.path for n in h.children("A/1")] == ["A/1/0"]
+    assert h.array("B/2/0").read(0, 4, "little") == np.array([7, 8], "<u2").tobytes()

@@ -10,8 +10,9 @@ formats (v2, v1, the v3 drafts) plug in through ``register_format``.
 Discovery rules:
 - on a listable store, the children of a group are the sub-prefixes that hold a node;
 - on a store that cannot list, they come from the nearest ancestor's consolidated metadata;
-- a folder with no metadata document but Zarr nodes below it is an implicit group
-  (``implicit``; format ``IMPLICIT_FORMAT``), so every node a listing can reach is shown;
+- a folder with no metadata document but Zarr nodes below it (found by listing, or in the
+  consolidated metadata) is an implicit group (format ``IMPLICIT_FORMAT``), so every node a
+  listing or the consolidated metadata names is reachable;
 - a child whose metadata is invalid or unreadable is skipped with one log line (the rest of
   the tree still mounts) and reported through ``Hierarchy.problems``;
 - node metadata is cached with the store's version token of its document, so ``revalidate``
@@ -189,8 +190,11 @@ class Hierarchy:
         self._nodes: dict[str, Node] = {}
         self._arrays: dict[str, ZarrArray] = {}
         self._consolidated: dict[str, Metadata] = {}
-        #: path -> reason, for nodes skipped because their metadata is invalid
+        #: path -> reason, for nodes skipped because their metadata is invalid or unsupported
+        #: (listed in the mount and by ``zarrfs info`` with the reason)
         self.problems: dict[str, str] = {}
+        #: path -> reason, for nodes whose documents the store refused or failed to read
+        self.unreadable: dict[str, str] = {}
         #: path -> summary, for arrays that exist but cannot be shown as raw bytes
         #: (variable-length elements); the views list them with an explanatory info.json
         self.opaque: dict[str, dict[str, Any]] = {}
@@ -221,7 +225,10 @@ class Hierarchy:
         consolidated = self._consolidated.get(path)
         if consolidated is not None:
             return Node(path, consolidated, FORMATS[0], ())
-        if implies_nodes(self.documents, path):
+        below = f"{path}/"
+        if (path and any(p.startswith(below) for p in list(self._consolidated))) or implies_nodes(
+            self.documents, path
+        ):
             return Node(path, implicit_group(), IMPLICIT_FORMAT, ())
         raise NodeNotFound(f"no Zarr node at {path or '/'}")
 
@@ -293,6 +300,15 @@ class Hierarchy:
             return self.node(path)
         except NodeNotFound:
             return None
+        except StoreError as exc:
+            # the store refused or failed to read the document (a link it does not follow, a
+            # key it cannot hold, an I/O error): no node is shown, the log says why
+            with self._lock:
+                first = path not in self.unreadable
+                self.unreadable[path] = str(exc)
+            if first:
+                log.warning("skipping %s: %s", path, exc)
+            return None
         except ZarrFSError as exc:
             summary = getattr(exc, "summary", None)
             with self._lock:
@@ -321,8 +337,8 @@ class Hierarchy:
         for p in list(self._consolidated):
             if p.startswith(prefix) and p != path:
                 rest = p[len(prefix) :]
-                if rest and "/" not in rest:
-                    names.add(rest)
+                if rest:  # a deeper path implies its first folder (an implicit group)
+                    names.add(rest.split("/", 1)[0])
         return sorted(names)
 
     # -------------------------------------------------------------- arrays

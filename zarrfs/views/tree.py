@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarrfs.core.array import Engine
-from zarrfs.core.errors import NodeNotFound, ZarrFSError
+from zarrfs.core.errors import NodeNotFound, StoreError, ZarrFSError
 from zarrfs.core.hierarchy import Hierarchy, Node, join
 from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME
 from zarrfs.core.metadata.model import ArrayMetadata
@@ -232,6 +232,8 @@ class GroupDir(EditableDirMixin, VDir):
 
                 return group_file(self.ctx, self.path)
             return None
+        except StoreError:  # the store refused the document (a link it does not follow)
+            return None
         except ZarrFSError as exc:
             return unshown_node_dir(
                 self.ctx, child, h.problems.get(child, str(exc)), h.opaque.get(child)
@@ -315,7 +317,7 @@ class ControlDir(VDir):
                 "oldest_age_s": round(max((d.oldest_age_s for _, d in states), default=0.0), 3),
             },
             "dirty_arrays": [path for path, d in states if d.objects],
-            "skipped_nodes": dict(h.problems),
+            "skipped_nodes": {**h.unreadable, **h.problems},
             **h.engine.stats.snapshot(),
         }
         return render_json(doc)
