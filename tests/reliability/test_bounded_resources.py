@@ -161,7 +161,10 @@ def test_hostile_metadata_is_a_refused_node(mounted: Any, case: str) -> None:
     m, base = mounted
     name = META_CASES[case]
     assert errno_of(lambda: os.stat(m.path / name / "data.raw")) == errno.ENOENT
-    assert name not in os.listdir(m.path)
+    # nothing vanishes: the node keeps its directory, with the reason and no data views
+    assert name in os.listdir(m.path)
+    assert "info.json" in os.listdir(m.path / name)
+    assert f"/{name}: not shown" in (m.path / name / "ERROR.txt").read_text()
     stats = json.loads((m.path / ".zarrfs" / "stats.json").read_text())
     assert name in stats["skipped_nodes"], stats["skipped_nodes"]
     grew = hwm(m.pid) - base

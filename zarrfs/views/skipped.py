@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zarrfs.core.errors import UnsupportedError, ZarrFSError
+from zarrfs.core.errors import UnsupportedError, VariableLengthElements, ZarrFSError
 from zarrfs.core.hierarchy import join
 from zarrfs.core.vlen import open_vlen
 from zarrfs.views.arrays import GeneratedFile
@@ -37,11 +37,14 @@ if TYPE_CHECKING:
 DOCUMENT_NAMES = ("zarr.json", ".zarray", ".zgroup", ".zattrs", "meta", "attrs")
 
 
-def unshown_node_dir(
-    ctx: MountContext, path: str, reason: str, summary: dict[str, Any] | None = None
-) -> VDir:
-    """The directory of a node the engine cannot open as an array or group: the text views of
-    a variable-length array, else a ``SkippedNodeDir`` saying why."""
+def unshown_node_dir(ctx: MountContext, path: str, exc: ZarrFSError) -> VDir:
+    """The directory of a node the engine cannot open (``exc`` says why): the text views of a
+    variable-length array, else a ``SkippedNodeDir`` saying why. Only an array the engine
+    found to have variable-length elements has its document read again."""
+    h = ctx.hierarchy
+    reason, summary = h.problems.get(path, str(exc)), h.opaque.get(path)
+    if not isinstance(exc, VariableLengthElements):
+        return SkippedNodeDir(ctx, path, reason, summary)
     try:
         arr = open_vlen(ctx.hierarchy.documents, path)
     except UnsupportedError as exc:  # a variable-length array zarrfs cannot decode
@@ -83,8 +86,15 @@ class SkippedNodeDir(VDir):
 
     def _stored(self) -> list[str]:
         store = self.ctx.hierarchy.store
+        limit = self.ctx.hierarchy.documents.limit
         try:
-            return [k for k in DOCUMENT_NAMES if store.exists(join(self.path, k))]
+            # a document too large to read (a hostile one) is not offered: reading it would
+            # only be refused
+            return [
+                k
+                for k in DOCUMENT_NAMES
+                if (size := store.size(join(self.path, k))) is not None and size <= limit
+            ]
         except ZarrFSError:  # a failing store still leaves the explanation readable
             return []
 

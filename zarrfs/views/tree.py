@@ -235,9 +235,7 @@ class GroupDir(EditableDirMixin, VDir):
         except StoreError:  # the store refused the document (a link it does not follow)
             return None
         except ZarrFSError as exc:
-            return unshown_node_dir(
-                self.ctx, child, h.problems.get(child, str(exc)), h.opaque.get(child)
-            )
+            return unshown_node_dir(self.ctx, child, exc)
         return node_dir(self.ctx, node)
 
     def refresh(self) -> None:
@@ -347,7 +345,7 @@ class RootDir(VDir):
         except NodeNotFound:  # an empty store: an empty group (mkdir creates the first node)
             return GroupDir(self.ctx, "")
         except ZarrFSError as exc:  # a root node zarrfs cannot show: explained, not hidden
-            return unshown_node_dir(self.ctx, "", str(exc), h.opaque.get(""))
+            return unshown_node_dir(self.ctx, "", exc)
         return node_dir(self.ctx, node)
 
     def stat(self) -> Stat:
