@@ -29,7 +29,7 @@ import pytest
 import xarray as xr
 import zarr
 
-from zarrfs.core.errors import ReadOnlyError
+from zarrfs.core.errors import CorruptDataError, ReadOnlyError
 from zarrfs.views import netcdf
 from zarrfs.views.tree import open_tree
 
@@ -322,6 +322,33 @@ def test_metadata_grows_linearly_with_arrays_sharing_dimensions(tmp_path: Path) 
         assert len(refs) == 1000 and {int(r[1]) for r in refs} == {0}
         assert f[refs[999][0]].name == "/a0999"
         assert h5py.h5ds.is_attached(f["a0500"].id, f["y"].id, 1)
+
+
+def test_views_option_child_named_group_nc_and_corrupt_chunks(tmp_path: Path) -> None:
+    store = tmp_path / "c.zarr"
+    root = zarr.open_group(store, mode="w", zarr_format=3)
+    a = root.create_array("a", shape=(8,), dtype="<i4", chunks=(4,), compressors=None)
+    a[:] = np.arange(8)
+    root.create_group("sub").create_array("group.nc", shape=(2,), dtype="u1")
+    opts = type("Opts", (), {"views": ("data.raw",)})()
+    tree = open_tree(str(store), opts)
+    try:  # -o views= without group.nc: no file anywhere
+        assert "group.nc" not in tree.names() and tree.lookup("group.nc") is None
+    finally:
+        tree.close()
+    tree = open_tree(str(store))
+    try:
+        sub = tree.lookup("sub")
+        assert sub.lookup("group.nc").is_dir  # a child node of that name wins
+        (store / "a" / "c" / "1").write_bytes(b"\x00" * 3)  # a chunk of the wrong size
+        f = tree.lookup("group.nc")
+        h = f.open(write=False, truncate=False)
+        e = h.layout.extents[0]
+        assert np.frombuffer(bytes(h.read(e.start, 16)), "<i4").tolist() == [0, 1, 2, 3]
+        with pytest.raises(CorruptDataError):  # EIO for the bytes of a bad chunk, never zeros
+            h.read(e.start + 16, 16)
+    finally:
+        tree.close()
 
 
 # ----------------------------------------------------------------------------- tier 2
