@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up zarrfs on a Debian machine: system packages (as root) and a virtual environment in .venv.
 #   bash scripts/setup.sh          runtime only
-#   bash scripts/setup.sh --test   plus the test dependencies and tools
+#   bash scripts/setup.sh --test   plus the test dependencies and tools, and the lint gates
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +29,7 @@ if [[ "${1:-}" == "--test" ]]; then
     # Octave's ncread (netCDF-C) reads group.nc as MATLAB code would; its recommended
     # packages (GUI, docs) are not needed: about 75 MB and 40 s to install
     norec+=(octave-netcdf)
-    extras="[test]"
+    extras="[test,dev]"
 fi
 
 missing=()

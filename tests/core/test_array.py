@@ -32,9 +32,14 @@ class CountingStore(LocalStore):
 
 def test_sharded_4k_read_fetches_only_the_index_and_one_inner_chunk(tmp_path):
     # inner chunks span the last axis, so one aligned 4 KiB row lies in exactly one of them
-    z = zarr.create_array(str(tmp_path / "a"), shape=(64, 64, 1024), chunks=(16, 16, 1024),
-                          shards=(32, 32, 1024), dtype="<f4",
-                          compressors=[zarr.codecs.BloscCodec(cname="lz4")])
+    z = zarr.create_array(
+        str(tmp_path / "a"),
+        shape=(64, 64, 1024),
+        chunks=(16, 16, 1024),
+        shards=(32, 32, 1024),
+        dtype="<f4",
+        compressors=[zarr.codecs.BloscCodec(cname="lz4")],
+    )
     z[...] = np.random.default_rng(0).random((64, 64, 1024), dtype="f4")
     store = CountingStore(tmp_path / "a")
     engine = Engine(prefetch_bytes=0)
@@ -65,8 +70,14 @@ def test_missing_chunks_read_as_fill_without_decoding(tmp_path):
 @pytest.mark.parametrize("sharded", [False, True])
 def test_write_over_a_corrupt_chunk_fails_and_changes_nothing(tmp_path, sharded):
     kw = dict(shards=(8, 8)) if sharded else {}
-    z = zarr.create_array(str(tmp_path / "a"), shape=(16, 8), chunks=(4, 8), dtype="<u4",
-                          compressors=[zarr.codecs.Crc32cCodec()], **kw)
+    z = zarr.create_array(
+        str(tmp_path / "a"),
+        shape=(16, 8),
+        chunks=(4, 8),
+        dtype="<u4",
+        compressors=[zarr.codecs.Crc32cCodec()],
+        **kw,
+    )
     z[...] = np.arange(128, dtype="u4").reshape(16, 8)
     # plain: chunk rows 4-7; sharded: the index checksum of the shard holding rows 0-7
     victim = tmp_path / "a" / "c" / ("0" if sharded else "1") / "0"
@@ -86,8 +97,13 @@ def test_write_over_a_corrupt_chunk_fails_and_changes_nothing(tmp_path, sharded)
 
 
 def test_readers_never_see_a_torn_write(tmp_path):
-    zarr.create_array(str(tmp_path / "a"), shape=(64, 64), chunks=(16, 16), dtype="<u8",
-                      compressors=[zarr.codecs.ZstdCodec()])
+    zarr.create_array(
+        str(tmp_path / "a"),
+        shape=(64, 64),
+        chunks=(16, 16),
+        dtype="<u8",
+        compressors=[zarr.codecs.ZstdCodec()],
+    )
     arr = open_array(LocalStore(tmp_path / "a"), "", Engine())
     n = 64 * 64 * 8
     stop = threading.Event()
@@ -111,7 +127,9 @@ def test_readers_never_see_a_torn_write(tmp_path):
         while not stop.is_set():
             arr.flush()
 
-    threads = [threading.Thread(target=reader) for _ in range(3)] + [threading.Thread(target=flusher)]
+    threads = [threading.Thread(target=reader) for _ in range(3)] + [
+        threading.Thread(target=flusher)
+    ]
     for t in threads:
         t.start()
     try:
@@ -123,11 +141,16 @@ def test_readers_never_see_a_torn_write(tmp_path):
             t.join()
     assert not bad, bad[0]
     arr.flush()
-    assert np.frombuffer(open_array(LocalStore(tmp_path / "a"), "").read(0, n), "<u8").tolist() == [59 * pattern] * 4096
+    assert (
+        np.frombuffer(open_array(LocalStore(tmp_path / "a"), "").read(0, n), "<u8").tolist()
+        == [59 * pattern] * 4096
+    )
 
 
 def test_resize_shrink_then_grow_shows_fill_not_old_data(tmp_path):
-    z = zarr.create_array(str(tmp_path / "a"), shape=(10, 3), chunks=(4, 3), dtype="<i4", fill_value=-1)
+    z = zarr.create_array(
+        str(tmp_path / "a"), shape=(10, 3), chunks=(4, 3), dtype="<i4", fill_value=-1
+    )
     z[...] = np.arange(30, dtype="i4").reshape(10, 3)
     h = Hierarchy(LocalStore(tmp_path / "a"))
     arr = h.array("")
@@ -142,10 +165,16 @@ def test_resize_shrink_then_grow_shows_fill_not_old_data(tmp_path):
 
 
 def test_many_readers_joining_one_queued_prefetch_all_get_the_data(tmp_path):
-    z = zarr.create_array(str(tmp_path / "a"), shape=(64, 256), chunks=(8, 256), dtype="<f8",
-                          compressors=[zarr.codecs.ZstdCodec()])
+    z = zarr.create_array(
+        str(tmp_path / "a"),
+        shape=(64, 256),
+        chunks=(8, 256),
+        dtype="<f8",
+        compressors=[zarr.codecs.ZstdCodec()],
+    )
     z[...] = np.arange(64 * 256, dtype="f8").reshape(64, 256)
     want = z[...].astype("<f8").tobytes()
+
     class SlowStore(LocalStore):  # keeps a taken-back job running while other readers join it
         def get(self, key, byte_range=None):
             time.sleep(0.05)

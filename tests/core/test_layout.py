@@ -35,7 +35,7 @@ def test_boxes_tile_the_range(args):
         sel = tuple(slice(x, y) for x, y in zip(b.starts, b.stops))
         flat.extend(a[sel].ravel().tolist())
         pos += b.size
-    assert flat == a.ravel()[max(0, start):max(0, min(stop, a.size))].tolist()
+    assert flat == a.ravel()[max(0, start) : max(0, min(stop, a.size))].tolist()
 
 
 @settings(max_examples=400, deadline=None)
@@ -49,17 +49,19 @@ def test_pieces_reassemble_the_range_from_chunks(args):
         out = np.full(chunks, -1)
         origin = grid.chunk_origin(coords)
         ext = grid.chunk_extent(coords)
-        out[tuple(slice(0, e) for e in ext)] = a[tuple(slice(o, o + e) for o, e in zip(origin, ext))]
+        out[tuple(slice(0, e) for e in ext)] = a[
+            tuple(slice(o, o + e) for o, e in zip(origin, ext))
+        ]
         return out
 
     n = max(0, min(stop, a.size) - max(0, start))
     out = np.full(n, -2)
     for b in flat_to_boxes(shape, start, stop):
-        view = out[b.flat_start - max(0, start):][: b.size].reshape(b.shape)
+        view = out[b.flat_start - max(0, start) :][: b.size].reshape(b.shape)
         for p in box_pieces(grid, b):
             assert grid.contains(p.coords)
             view[p.box_sel] = chunk(p.coords)[p.chunk_sel]
-    assert out.tolist() == a.ravel()[max(0, start):max(0, start) + n].tolist()
+    assert out.tolist() == a.ravel()[max(0, start) : max(0, start) + n].tolist()
 
 
 def test_grid_edges_and_degenerate_shapes():

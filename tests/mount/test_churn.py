@@ -21,8 +21,10 @@ pytestmark = pytest.mark.timeout(600)
 SHAPE, CHUNKS = (20, 30, 40), (7, 8, 16)
 ARRAYS = {
     "zstd": dict(compressors=[zarr.codecs.ZstdCodec(level=1)]),
-    "sharded": dict(shards=(14, 16, 32), compressors=[zarr.codecs.BloscCodec(cname="lz4"),
-                                                       zarr.codecs.Crc32cCodec()]),
+    "sharded": dict(
+        shards=(14, 16, 32),
+        compressors=[zarr.codecs.BloscCodec(cname="lz4"), zarr.codecs.Crc32cCodec()],
+    ),
 }
 STEPS = int(os.environ.get("ZARRFS_CHURN_STEPS", "250"))
 

@@ -17,8 +17,13 @@ def damaged_store(tmp_path):
     root = tmp_path / "s.zarr"
     g = zarr.open_group(str(root), mode="w")
     # 1-D: chunk i covers bytes [i*400, (i+1)*400) of data.raw
-    a = g.create_array("line", shape=(1000,), chunks=(100,), dtype="<f4",
-                       compressors=[zarr.codecs.GzipCodec(), zarr.codecs.Crc32cCodec()])
+    a = g.create_array(
+        "line",
+        shape=(1000,),
+        chunks=(100,),
+        dtype="<f4",
+        compressors=[zarr.codecs.GzipCodec(), zarr.codecs.Crc32cCodec()],
+    )
     a[:] = np.arange(1000, dtype="f4")
     s = g.create_array("sharded", shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="<u2")
     s[:] = np.arange(64 * 64, dtype="u2").reshape(64, 64)

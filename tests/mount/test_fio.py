@@ -6,7 +6,6 @@ Recipes: ../shared/TESTING.md §1.2 (files of fixed size: no create, no fallocat
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -15,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-
 from conftest import force_unmount
 
 pytestmark = [
     pytest.mark.timeout(600),
-    pytest.mark.skipif(shutil.which("fio") is None, reason="fio is installed by scripts/setup.sh --test"),
+    pytest.mark.skipif(
+        shutil.which("fio") is None, reason="fio is installed by scripts/setup.sh --test"
+    ),
 ]
 
 SHAPE, CHUNKS = (32, 256, 256), (8, 64, 64)  # 8 MiB of float32, 64 KiB chunks
@@ -28,40 +28,91 @@ SHAPE, CHUNKS = (32, 256, 256), (8, 64, 64)  # 8 MiB of float32, 64 KiB chunks
 
 def make_store(root: Path) -> None:
     g = zarr.open_group(str(root), mode="w")
-    g.create_array("gzip", shape=SHAPE, chunks=CHUNKS, dtype="<f4",
-                   compressors=[zarr.codecs.GzipCodec(level=1), zarr.codecs.Crc32cCodec()])
-    g.create_array("sharded", shape=SHAPE, chunks=CHUNKS, shards=(16, 128, 128), dtype="<f4",
-                   compressors=[zarr.codecs.BloscCodec(cname="lz4")])
+    g.create_array(
+        "gzip",
+        shape=SHAPE,
+        chunks=CHUNKS,
+        dtype="<f4",
+        compressors=[zarr.codecs.GzipCodec(level=1), zarr.codecs.Crc32cCodec()],
+    )
+    g.create_array(
+        "sharded",
+        shape=SHAPE,
+        chunks=CHUNKS,
+        shards=(16, 128, 128),
+        dtype="<f4",
+        compressors=[zarr.codecs.BloscCodec(cname="lz4")],
+    )
 
 
-def fio(cwd: Path, filename: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    cmd = ["fio", "--name=v", f"--filename={filename}", "--allow_file_create=0",
-           "--fallocate=none", "--randseed=42", "--verify_fatal=1", "--verify_dump=0", *args]
+def fio(
+    cwd: Path, filename: Path, *args: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        "fio",
+        "--name=v",
+        f"--filename={filename}",
+        "--allow_file_create=0",
+        "--fallocate=none",
+        "--randseed=42",
+        "--verify_fatal=1",
+        "--verify_dump=0",
+        *args,
+    ]
     res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
     if check and res.returncode != 0:
-        raise AssertionError(f"fio failed ({res.returncode}): {' '.join(cmd)}\n{res.stdout}\n{res.stderr}")
+        raise AssertionError(
+            f"fio failed ({res.returncode}): {' '.join(cmd)}\n{res.stdout}\n{res.stderr}"
+        )
     return res
 
 
 def decodes_everywhere(root: Path, name: str) -> np.ndarray:
     """Every stored object decodes: zarr-python reads the whole array and zarrfs check passes."""
     data = zarr.open_array(str(root / name), mode="r")[...]
-    res = subprocess.run([sys.executable, "-m", "zarrfs", "check", str(root)], capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "zarrfs", "check", str(root)], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return data
 
 
 WORKLOADS = {
-    "randwrite-crc32c": ["--ioengine=psync", "--rw=randwrite", "--bs=4k", "--io_size=4m",
-                         "--verify=crc32c", "--verify_backlog=64"],
-    "randrw-unaligned-md5": ["--ioengine=psync", "--rw=randrw", "--rwmixread=30",
-                             "--bsrange=512-128k", "--verify=md5", "--verify_backlog=32",
-                             "--io_size=6m"],
-    "direct-unaligned": ["--ioengine=psync", "--direct=1", "--rw=randwrite", "--bsrange=1k-100k",
-                         "--bs_unaligned=1", "--verify=crc32c", "--io_size=4m"],
+    "randwrite-crc32c": [
+        "--ioengine=psync",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--io_size=4m",
+        "--verify=crc32c",
+        "--verify_backlog=64",
+    ],
+    "randrw-unaligned-md5": [
+        "--ioengine=psync",
+        "--rw=randrw",
+        "--rwmixread=30",
+        "--bsrange=512-128k",
+        "--verify=md5",
+        "--verify_backlog=32",
+        "--io_size=6m",
+    ],
+    "direct-unaligned": [
+        "--ioengine=psync",
+        "--direct=1",
+        "--rw=randwrite",
+        "--bsrange=1k-100k",
+        "--bs_unaligned=1",
+        "--verify=crc32c",
+        "--io_size=4m",
+    ],
     "mmap": ["--ioengine=mmap", "--rw=randwrite", "--bs=4k", "--verify=crc32c", "--io_size=2m"],
-    "pattern-offset": ["--ioengine=psync", "--rw=randwrite", "--bs=4k", "--verify=pattern",
-                       "--verify_pattern=%o", "--io_size=2m"],
+    "pattern-offset": [
+        "--ioengine=psync",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--verify=pattern",
+        "--verify_pattern=%o",
+        "--io_size=2m",
+    ],
 }
 
 
@@ -80,8 +131,14 @@ def test_fio_verify(tmp_path, mounter, array, workload):
 def test_fio_persists_through_remount(tmp_path, mounter, array):
     root = tmp_path / "s.zarr"
     make_store(root)
-    job = ["--ioengine=psync", "--rw=randwrite", "--bs=4k", "--verify=crc32c", "--randseed=11",
-           "--io_size=4m"]
+    job = [
+        "--ioengine=psync",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--verify=crc32c",
+        "--randseed=11",
+        "--io_size=4m",
+    ]
     m = mounter(root, name="m1")
     fio(tmp_path, m.path / array / "data.raw", *job, "--do_verify=0")
     assert m.unmount() == 0
@@ -99,12 +156,27 @@ def test_kill_9_during_fsynced_writes(tmp_path, mounter, array):
     # kill between the two legitimately loses that block.)
     root = tmp_path / "s.zarr"
     make_store(root)
-    job = ["--ioengine=psync", "--rw=randwrite", "--bs=4k", "--verify=crc32c", "--randseed=23",
-           "--io_size=64m", "--sync=1", "--rate=2m"]
+    job = [
+        "--ioengine=psync",
+        "--rw=randwrite",
+        "--bs=4k",
+        "--verify=crc32c",
+        "--randseed=23",
+        "--io_size=64m",
+        "--sync=1",
+        "--rate=2m",
+    ]
     m = mounter(root, name="m1")
-    res = fio(tmp_path, m.path / array / "data.raw", *job, "--do_verify=0",
-              "--verify_state_save=1", "--trigger-timeout=3", f"--trigger=kill -9 {m.pid}",
-              check=False)
+    res = fio(
+        tmp_path,
+        m.path / array / "data.raw",
+        *job,
+        "--do_verify=0",
+        "--verify_state_save=1",
+        "--trigger-timeout=3",
+        f"--trigger=kill -9 {m.pid}",
+        check=False,
+    )
     m.proc.wait(30)
     assert m.proc.returncode == -9
     force_unmount(m)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from interop.corpus import CASES, Corpus, assert_same_bytes, build_corpus, ordered_bytes
 
 pytestmark = pytest.mark.timeout(600)
@@ -136,8 +135,11 @@ def test_tree_and_xattrs(mounted_corpus):
     d = little / case.path
     assert sorted(os.listdir(d)) == sorted(
         ["attributes.json", "chunks", "data.npy", "data.raw", "info.json", "zarr.json"]
-        + [v for v in (*HEADERS, "data.nii", "data.vrt", "data.tif", "data.btf")
-           if (d / v).exists()]  # fmt: skip
+        + [
+            v
+            for v in (*HEADERS, "data.nii", "data.vrt", "data.tif", "data.btf")
+            if (d / v).exists()
+        ]  # fmt: skip
     )
     xattrs = {k: os.getxattr(d / "data.raw", k).decode() for k in os.listxattr(d / "data.raw")}
     assert json.loads(xattrs["user.zarr.shape"]) == [7, 13, 5]

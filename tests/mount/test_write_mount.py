@@ -20,10 +20,13 @@ pytestmark = pytest.mark.timeout(300)
 
 CHAINS = {
     "gzip": dict(compressors=[zarr.codecs.GzipCodec(level=1)]),
-    "blosc-crc": dict(compressors=[zarr.codecs.BloscCodec(cname="zstd"), zarr.codecs.Crc32cCodec()]),
+    "blosc-crc": dict(
+        compressors=[zarr.codecs.BloscCodec(cname="zstd"), zarr.codecs.Crc32cCodec()]
+    ),
     "sharded": dict(shards=(16, 32, 32), compressors=[zarr.codecs.BloscCodec(cname="lz4")]),
-    "transpose": dict(filters=[zarr.codecs.TransposeCodec(order=[2, 0, 1])],
-                      compressors=[zarr.codecs.ZstdCodec()]),
+    "transpose": dict(
+        filters=[zarr.codecs.TransposeCodec(order=[2, 0, 1])], compressors=[zarr.codecs.ZstdCodec()]
+    ),
 }
 SHAPE, CHUNKS = (24, 40, 36), (8, 16, 16)
 
@@ -42,8 +45,15 @@ def make_store(root: Path, fill=0.0) -> dict[str, np.ndarray]:
 
 def read_back(root: Path, name: str) -> tuple[np.ndarray, np.ndarray]:
     z = zarr.open_array(str(root / name), mode="r")[...]
-    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(root / name) + "/"}},
-                open=True).result().read().result()
+    t = (
+        ts.open(
+            {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(root / name) + "/"}},
+            open=True,
+        )
+        .result()
+        .read()
+        .result()
+    )
     return z, np.asarray(t)
 
 
@@ -173,9 +183,14 @@ def test_metadata_edits_with_editors(store, mounter):
     m = mounter(root, "writeback=0")
     d = m.path / "gzip"
     (d / "attributes.json").write_text('{"units": "K", "n": 1}')
-    subprocess.run(["sed", "-i", "s/\"K\"/\"degC\"/", str(d / "attributes.json")], check=True)
+    subprocess.run(["sed", "-i", 's/"K"/"degC"/', str(d / "attributes.json")], check=True)
     subprocess.run(
-        ["sh", "-c", f"jq '.n = 2' {d}/attributes.json > {d}/tmp.json && mv {d}/tmp.json {d}/attributes.json"],
+        [
+            "sh",
+            "-c",
+            f"jq '.n = 2' {d}/attributes.json > {d}/tmp.json"
+            f" && mv {d}/tmp.json {d}/attributes.json",
+        ],
         check=True,
     )
     assert json.loads((d / "attributes.json").read_text()) == {"units": "degC", "n": 2}
@@ -241,4 +256,7 @@ def test_close_to_open_sees_other_writers(store, mounter):
     # open() revalidates the metadata: the new shape and the new chunk contents are seen
     data = raw.read_bytes()
     assert len(data) == 20 * 40 * 36 * 4
-    assert np.frombuffer(data, "<f4").reshape(20, 40, 36)[0].tolist() == np.full((40, 36), 5.0).tolist()
+    assert (
+        np.frombuffer(data, "<f4").reshape(20, 40, 36)[0].tolist()
+        == np.full((40, 36), 5.0).tolist()
+    )

@@ -19,11 +19,20 @@ class Opts:
 @pytest.fixture
 def store_dir(tmp_path):
     root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w", attributes={"title": "t"})
-    a = root.create_array("temp", shape=(5, 6), chunks=(2, 4), dtype="<i4", fill_value=7,
-                          compressors=zarr.codecs.GzipCodec(), dimension_names=["y", "x"])
+    a = root.create_array(
+        "temp",
+        shape=(5, 6),
+        chunks=(2, 4),
+        dtype="<i4",
+        fill_value=7,
+        compressors=zarr.codecs.GzipCodec(),
+        dimension_names=["y", "x"],
+    )
     a[:4, :] = np.arange(24).reshape(4, 6)
     sub = root.create_group("sub")
-    sub.create_array("s", shape=(8,), chunks=(4,), shards=(8,), dtype="f8", fill_value=0)[:] = np.arange(8.0)
+    sub.create_array("s", shape=(8,), chunks=(4,), shards=(8,), dtype="f8", fill_value=0)[:] = (
+        np.arange(8.0)
+    )
     return tmp_path / "s.zarr"
 
 
@@ -145,8 +154,9 @@ def test_variable_length_array_is_listed_with_an_explanation(tmp_path):
     g = zarr.open_group(str(tmp_path / "v2.zarr"), mode="w", zarr_format=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        s = zarr.create_array(store=str(tmp_path / "v2.zarr" / "s"), shape=(3,), chunks=(2,),
-                              dtype=str, zarr_format=2)
+        s = zarr.create_array(
+            store=str(tmp_path / "v2.zarr" / "s"), shape=(3,), chunks=(2,), dtype=str, zarr_format=2
+        )
         s[:] = ["a", "bb", "ccc"]
     g.create_array("n", shape=(3,), chunks=(2,), dtype="i4")[:] = [1, 2, 3]
     root = open_tree(str(tmp_path / "v2.zarr"), Opts(read_only=True))

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from math import prod
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -66,9 +66,12 @@ _NSTRIPES = 64
 _SEQUENTIAL_SLACK = 1 << 20
 
 
-def _byte_order_char(byte_order: str) -> str:
+_ORDER_CHAR: dict[str, Literal["<", ">", "="]] = {"little": "<", "big": ">", "native": "="}
+
+
+def _byte_order_char(byte_order: str) -> Literal["<", ">", "="]:
     try:
-        return {"little": "<", "big": ">", "native": "="}[byte_order]
+        return _ORDER_CHAR[byte_order]
     except KeyError:
         raise ValueError(f"byte order must be little, big or native, not {byte_order!r}") from None
 
@@ -215,7 +218,7 @@ class _CountingReads(Store):
     def size(self, key: str) -> int | None:
         return self._store.size(key)
 
-    def set(self, key: str, data: bytes) -> None:
+    def set(self, key: str, data: bytes | memoryview) -> None:
         self._store.set(key, data)
 
     def set_stream(self, key: str, parts: Callable[[], Iterable[bytes | memoryview]]) -> None:
@@ -343,9 +346,7 @@ class ZarrArray:
         assert data is not None
         return data
 
-    def read_cached(
-        self, offset: int, size: int, byte_order: str = "little"
-    ) -> memoryview | None:
+    def read_cached(self, offset: int, size: int, byte_order: str = "little") -> memoryview | None:
         """``read_buffer`` if it needs nothing but clean cached units, else None.
 
         Never waits on I/O, a load or a stripe lock (only on the short critical sections of the
@@ -457,7 +458,7 @@ class ZarrArray:
             self.engine.stats.add(self.path, "bytes_served", size)
         raw = out.view(np.uint8)[skip : skip + size]
         raw.flags.writeable = False
-        return memoryview(raw)
+        return memoryview(raw.data)
 
     def _stripe(self, unit: Coords) -> threading.Lock:
         stripes = self._stripes
@@ -784,9 +785,9 @@ class ZarrArray:
         try:
             if skip or (offset + len(data)) % isz:
                 # partial elements at the edges: merge with the current bytes
-                buf = bytearray(
-                    self._read_view(origin, shape, e0 * isz, (e1 - e0) * isz, byte_order)
-                )
+                old = self._read_view(origin, shape, e0 * isz, (e1 - e0) * isz, byte_order)
+                assert old is not None
+                buf = bytearray(old)
                 buf[skip : skip + len(data)] = data
                 data = bytes(buf)
             src = np.frombuffer(data, dtype=in_dtype)
@@ -796,7 +797,8 @@ class ZarrArray:
             # except that a unit written in whole rows and not cached is not loaded now: its
             # unwritten rows are merged in when it is read or flushed (often they never are:
             # a sequential writer covers every row before the flush)
-            partial, rows = set(), set()
+            partial: set[Coords] = set()
+            rows: set[Coords] = set()
             for _, pieces in plan:
                 for p in pieces:
                     if self._covers_unit(p.coords, p.chunk_sel):
@@ -1017,6 +1019,7 @@ class ZarrArray:
                     self._frozen.update(snapshot)
             if not snapshot:
                 return
+            run: Callable[[Coords, dict[Coords, Any]], None]
             if self._sharding is None:
                 jobs = [(u, {u: arr}) for u, arr in snapshot.items()]
                 run = self._flush_chunk
@@ -1039,13 +1042,14 @@ class ZarrArray:
         freed = 0
         with self._lock:
             self._epoch += 1
-            for u, arr in written.items():
-                if self._dirty.get(u) is arr:
+            for u, done in written.items():
+                current = self._dirty.get(u)
+                if current is not None and current is done:
                     del self._dirty[u]
                     self._frozen.discard(u)
                     self._complete.discard(u)
-                    freed += arr.nbytes
-                    cache.put((self.uid, u), arr)
+                    freed += current.nbytes
+                    cache.put((self.uid, u), done)
                 else:
                     cache.pop((self.uid, u))
             if not self._dirty:
@@ -1134,6 +1138,7 @@ class ZarrArray:
         full = self._read_view(
             self.grid.chunk_origin(coords), cshape, 0, self.chunk_nbytes, "native"
         )
+        assert full is not None
         arr = np.frombuffer(full, dtype=self.dtype.newbyteorder("=")).reshape(cshape).copy()
         mask = np.zeros(cshape, dtype=bool)
         mask[tuple(slice(0, k) for k in keep)] = True

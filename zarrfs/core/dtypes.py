@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from zarrfs.core.errors import MetadataError, UnsupportedError, VariableLengthElements
+from zarrfs.core.extensions import parse_extension
 
 _INT_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 _FLOAT_NAMES = ("float16", "float32", "float64")
@@ -132,25 +133,8 @@ def parse_data_type(doc: Any) -> DataType:
     ``must_understand: false`` is not permitted for data types (core spec, Extensions), so an
     unknown type is refused whatever that flag says.
     """
-    name: Any
-    if isinstance(doc, str):
-        name, conf = doc, None
-    elif isinstance(doc, Mapping):
-        name = doc.get("name")
-        if not isinstance(name, str):
-            raise MetadataError(f"data_type object needs a string 'name': {doc!r}")
-        extra = set(doc) - {"name", "configuration", "must_understand"}
-        if extra:
-            raise MetadataError(f"data_type {name!r}: unknown keys {sorted(extra)}")
-        must = doc.get("must_understand", True)
-        if not isinstance(must, bool):
-            raise MetadataError(f"data_type {name!r}: 'must_understand' must be a boolean")
-        conf = doc.get("configuration")
-        if conf is not None and not isinstance(conf, Mapping):
-            raise MetadataError(f"data_type {name!r}: 'configuration' must be an object")
-    else:
-        raise MetadataError(f"data_type must be a string or an object, got {doc!r}")
-    return _data_type(name, conf)
+    ext = parse_extension(doc, "data_type")
+    return _data_type(ext.name, ext.configuration)
 
 
 def _data_type(name: str, conf: Mapping[str, Any] | None) -> DataType:

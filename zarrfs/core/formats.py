@@ -1,9 +1,10 @@
-"""How Zarr v2, v1 and the 2019-2020 v3 drafts store node metadata (``NodeFormat``s).
+"""How each Zarr format stores node metadata: v3, v2, v1 and the 2019-2020 v3 drafts.
 
 Spec: v2.rst "Hierarchies" and "Attributes" (``.zarray``/``.zgroup``/``.zattrs`` under the node
 path), v1.rst (``meta``/``attrs``), drafts/core-protocol-v3.0-2020.rst "Storage keys" and
 "Protocol operations" (``zarr.json`` entry point, ``meta/root/<path>.array.json``, implicit
-groups). Imported once by ``hierarchy`` (at its end), which registers these formats after v3.
+groups); v3 core "Metadata" (``zarr.json``). ``hierarchy`` tries the formats of ``FORMATS`` in
+order; ``register_format`` adds one after them.
 
 Invariants:
 - Each format's ``read`` returns None when no node of that format is at the path, so formats
@@ -24,16 +25,67 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from zarrfs.core.errors import MetadataError, ZarrFSError
-from zarrfs.core.hierarchy import FORMATS, NodeFormat, join, register_format
 from zarrfs.core.metadata import draft, v1, v2
 from zarrfs.core.metadata.model import ArrayMetadata, GroupMetadata, load_json_object
+from zarrfs.core.metadata.v3 import parse_v3
 from zarrfs.core.stores.base import Store
 
 Metadata = ArrayMetadata | GroupMetadata
+
+
+@dataclass(frozen=True)
+class NodeFormat:
+    """How one Zarr format stores a node's metadata."""
+
+    name: str
+    #: key (relative to the node path) whose presence marks a node of this format
+    marker_keys: tuple[str, ...]
+    #: read and parse a node's metadata at ``path``; None if no node of this format is there
+    read: Callable[[Store, str], Metadata | None]
+    #: write ``metadata`` of the node at ``path``
+    write: Callable[[Store, str, Metadata], None]
+    #: keys (relative to the node path) holding this node's metadata documents
+    metadata_keys: Callable[[Metadata], tuple[str, ...]]
+    #: parse new content written to metadata document ``name`` of a node whose metadata is
+    #: ``old``; returns the complete new metadata (None: editing not supported)
+    parse_document: Callable[[str, bytes, Metadata], Metadata] | None = None
+    #: names of the children of the group at ``path`` on a listable store, for layouts whose
+    #: child nodes are not sub-prefixes of the node path (None: list the path's sub-prefixes)
+    list_children: Callable[[Store, str], list[str]] | None = None
+
+
+def join(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+def _v3_read(store: Store, path: str) -> Metadata | None:
+    raw = store.get(join(path, "zarr.json"))
+    if raw is None:
+        return None
+    return parse_v3(raw)
+
+
+def _v3_write(store: Store, path: str, metadata: Metadata) -> None:
+    store.set(join(path, "zarr.json"), metadata.to_bytes())
+
+
+def _v3_parse(name: str, content: bytes, old: Metadata) -> Metadata:
+    return parse_v3(content)
+
+
+V3_FORMAT = NodeFormat(
+    "v3", ("zarr.json",), _v3_read, _v3_write, lambda m: ("zarr.json",), _v3_parse
+)
+
+
+def register_format(fmt: NodeFormat) -> None:
+    """Add a node format (tried after those already registered)."""
+    FORMATS.append(fmt)
 
 
 def _json_equal(raw: bytes | None, doc: Any) -> bool:
@@ -291,8 +343,6 @@ def _yield_draft_entry_point(fmt: NodeFormat) -> NodeFormat:
 
     def v3_read(store: Store, path: str) -> Metadata | None:
         if not path:
-            from zarrfs.core.metadata.v3 import parse_v3
-
             raw = store.get("zarr.json")
             if raw is None:
                 return None
@@ -307,14 +357,11 @@ def _yield_draft_entry_point(fmt: NodeFormat) -> NodeFormat:
     return replace(fmt, read=v3_read)
 
 
-def register_all() -> None:
-    """Register v2, v1 and the draft layout after the formats already known (v3 first)."""
-    names = {f.name for f in FORMATS}
-    if FORMATS and FORMATS[0].name == "v3" and "v3-draft" not in names:
-        FORMATS[0] = _yield_draft_entry_point(FORMATS[0])
-    for fmt in (V2_FORMAT, V1_FORMAT, DRAFT_FORMAT):
-        if fmt.name not in names:
-            register_format(fmt)
-
-
-register_all()
+#: the node formats, tried in this order (the v3 reader leaves a draft entry point to the
+#: draft format, which comes last)
+FORMATS: list[NodeFormat] = [
+    _yield_draft_entry_point(V3_FORMAT),
+    V2_FORMAT,
+    V1_FORMAT,
+    DRAFT_FORMAT,
+]

@@ -5,7 +5,7 @@ by zarr-python (``consolidated_metadata`` inside a group's ``zarr.json``).
 
 A node path is ``""`` for the root or ``"a/b"``; its metadata document lives at a
 format-specific key (``a/b/zarr.json`` for v3). Format readers are tried in order, so the other
-formats (v2, v1, the v3 drafts) plug in through ``register_format``.
+formats (v3, v2, v1, the v3 drafts: ``formats.FORMATS``) are tried in turn.
 
 Discovery rules:
 - on a listable store, the children of a group are the sub-prefixes that hold a node;
@@ -39,8 +39,10 @@ from zarrfs.core.errors import (
     VariableLengthElements,
     ZarrFSError,
 )
+from zarrfs.core.formats import FORMATS, NodeFormat, join
 from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME, implicit_group, implies_nodes
 from zarrfs.core.metadata.model import ArrayMetadata, GroupMetadata, check_node_name
+from zarrfs.core.metadata.v3 import array_metadata_v3
 from zarrfs.core.stores.base import ByteRange, RangeRequest, Store
 
 log = logging.getLogger(__name__)
@@ -79,7 +81,7 @@ class DocumentReads(Store):
     def version(self, key: str) -> str | None:
         return self._store.version(key)
 
-    def set(self, key: str, data: bytes) -> None:
+    def set(self, key: str, data: bytes | memoryview) -> None:
         self._store.set(key, data)
 
     def delete(self, key: str) -> None:
@@ -90,55 +92,6 @@ class DocumentReads(Store):
 
     def list_prefix(self, prefix: str) -> Iterator[str]:
         return self._store.list_prefix(prefix)
-
-
-@dataclass(frozen=True)
-class NodeFormat:
-    """How one Zarr format stores a node's metadata."""
-
-    name: str
-    #: key (relative to the node path) whose presence marks a node of this format
-    marker_keys: tuple[str, ...]
-    #: read and parse a node's metadata at ``path``; None if no node of this format is there
-    read: Callable[[Store, str], Metadata | None]
-    #: write ``metadata`` of the node at ``path``
-    write: Callable[[Store, str, Metadata], None]
-    #: keys (relative to the node path) holding this node's metadata documents
-    metadata_keys: Callable[[Metadata], tuple[str, ...]]
-    #: parse new content written to metadata document ``name`` of a node whose metadata is
-    #: ``old``; returns the complete new metadata (None: editing not supported)
-    parse_document: Callable[[str, bytes, Metadata], Metadata] | None = None
-    #: names of the children of the group at ``path`` on a listable store, for layouts whose
-    #: child nodes are not sub-prefixes of the node path (None: list the path's sub-prefixes)
-    list_children: Callable[[Store, str], list[str]] | None = None
-
-
-def join(path: str, name: str) -> str:
-    return f"{path}/{name}" if path else name
-
-
-def _v3_read(store: Store, path: str) -> Metadata | None:
-    from zarrfs.core.metadata.v3 import parse_v3
-
-    raw = store.get(join(path, "zarr.json"))
-    if raw is None:
-        return None
-    return parse_v3(raw)
-
-
-def _v3_write(store: Store, path: str, metadata: Metadata) -> None:
-    store.set(join(path, "zarr.json"), metadata.to_bytes())
-
-
-def _v3_parse(name: str, content: bytes, old: Metadata) -> Metadata:
-    from zarrfs.core.metadata.v3 import parse_v3
-
-    return parse_v3(content)
-
-
-FORMATS: list[NodeFormat] = [
-    NodeFormat("v3", ("zarr.json",), _v3_read, _v3_write, lambda m: ("zarr.json",), _v3_parse),
-]
 
 
 def _implicit_write(store: Store, path: str, metadata: Metadata) -> None:
@@ -152,11 +105,6 @@ def _implicit_write(store: Store, path: str, metadata: Metadata) -> None:
 IMPLICIT_FORMAT = NodeFormat(
     IMPLICIT_FORMAT_NAME, (), lambda store, path: None, _implicit_write, lambda m: ()
 )
-
-
-def register_format(fmt: NodeFormat) -> None:
-    """Add a node format (tried after those already registered)."""
-    FORMATS.append(fmt)
 
 
 @dataclass
@@ -411,8 +359,6 @@ def create_array(
     store: Store, path: str, document: dict[str, Any], engine: Engine | None = None
 ) -> ZarrArray:
     """Create an array from a v3 ``zarr.json`` document (validated) and open it."""
-    from zarrfs.core.metadata.v3 import array_metadata_v3
-
     if path:
         for part in path.split("/"):
             check_node_name(part)
@@ -420,6 +366,3 @@ def create_array(
     hierarchy = Hierarchy(store, engine)
     hierarchy.save_metadata(path, metadata, FORMATS[0])
     return hierarchy.array(path)
-
-
-import zarrfs.core.formats  # noqa: E402,F401  (registers v2, v1 and draft formats)

@@ -15,11 +15,11 @@ is not permitted for chunk key encodings (core spec, Extensions): unknown names 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from zarrfs.core.errors import MetadataError, UnsupportedError
+from zarrfs.core.extensions import parse_extension
 
 _DEFAULT_SEPARATOR = {"default": "/", "v2": "."}
 
@@ -79,23 +79,8 @@ class ChunkKeyEncoding:
 
 def parse_chunk_key_encoding(doc: Any) -> ChunkKeyEncoding:
     """The ``chunk_key_encoding`` member: ``"default"``/``"v2"`` or an extension object."""
-    name: Any
-    if isinstance(doc, str):
-        name, conf = doc, None
-    elif isinstance(doc, Mapping):
-        name = doc.get("name")
-        if not isinstance(name, str):
-            raise MetadataError(f"chunk_key_encoding object needs a string 'name': {doc!r}")
-        extra = set(doc) - {"name", "configuration", "must_understand"}
-        if extra:
-            raise MetadataError(f"chunk_key_encoding {name!r}: unknown keys {sorted(extra)}")
-        if not isinstance(doc.get("must_understand", True), bool):
-            raise MetadataError(f"chunk_key_encoding {name!r}: 'must_understand' must be a boolean")
-        conf = doc.get("configuration")
-        if conf is not None and not isinstance(conf, Mapping):
-            raise MetadataError(f"chunk_key_encoding {name!r}: 'configuration' must be an object")
-    else:
-        raise MetadataError(f"chunk_key_encoding must be a string or an object, got {doc!r}")
+    ext = parse_extension(doc, "chunk_key_encoding")
+    name, conf = ext.name, ext.configuration
     if name not in _DEFAULT_SEPARATOR:
         raise UnsupportedError(f"unknown chunk key encoding {name!r}")
     conf = conf or {}

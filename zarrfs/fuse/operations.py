@@ -388,8 +388,11 @@ class ZarrOperations(pyfuse3.Operations):
             entry.inode, st
         )
 
+    # pyfuse3 sends any buffer; its stub says bytes
     @_translate
-    async def read(self, fh: int, off: int, size: int) -> bytes | memoryview:
+    async def read(  # type: ignore[override]
+        self, fh: int, off: int, size: int
+    ) -> bytes | memoryview:
         handle = self._file(fh).handle
         data = handle.read_cached(off, size)  # answered here when it needs no waiting
         if data is None:

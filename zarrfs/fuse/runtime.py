@@ -313,7 +313,9 @@ def _no_numpy_hugepages() -> None:
         from numpy._core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]
     except ImportError:  # numpy 1.x
         try:
-            from numpy.core.multiarray import _set_madvise_hugepage  # type: ignore[attr-defined]
+            from numpy.core.multiarray import (  # type: ignore[attr-defined,no-redef]
+                _set_madvise_hugepage,
+            )
         except ImportError:
             return
     _set_madvise_hugepage(False)

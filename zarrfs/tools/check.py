@@ -222,7 +222,7 @@ def plan(
     if not store.listable:
         tasks = (Task(checker, store, checker.key(c)) for c in checker.grid.all_chunks())
         return tasks, checker.grid.nchunks, []
-    prefix = node.metadata.chunk_store_prefix(node.path)
+    prefix = checker.metadata.chunk_store_prefix(node.path)
     skip = _METADATA_NAMES | set(node.format.metadata_keys(node.metadata))
     keys: list[str] = []
     stray: list[Finding] = []

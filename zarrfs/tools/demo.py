@@ -15,10 +15,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-ARRAYS = {
+ARRAYS: dict[str, dict[str, Any]] = {
     "temperature": dict(
         shape=[24, 180, 360],
         chunks=[8, 90, 90],
@@ -101,7 +102,7 @@ ARRAYS = {
 
 def sample_data(name: str) -> np.ndarray:
     spec = ARRAYS[name]
-    shape = tuple(spec["shape"])  # type: ignore[arg-type]
+    shape = tuple(spec["shape"])
     idx = np.indices(shape, dtype=np.float64)
     if name == "temperature":
         t, lat, lon = idx

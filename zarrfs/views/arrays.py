@@ -14,15 +14,14 @@ of ``data.raw`` grows axis 0.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from math import prod
 from typing import TYPE_CHECKING, Any
 
 from zarrfs.core.array import ZarrArray
 from zarrfs.core.errors import InvalidWriteError, NodeNotFound, ReadOnlyError
-from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
-from zarrfs.views.editing import EditableDirMixin
+from zarrfs.views.base import GeneratedFile, Stat, VDir, VFile, VHandle, VNode
+from zarrfs.views.editing import EditableDirMixin, metadata_file, metadata_names
 from zarrfs.views.formats import nifti_prefix, nifti_prefix_size, present_formats, vrt_content
 from zarrfs.views.headers import npy_header, view_dtype
 from zarrfs.views.info import array_info, array_xattrs, numpy_describes, render_json
@@ -332,40 +331,6 @@ class ChunkHandle(VHandle):
         self.flush()
 
 
-# ----------------------------------------------------------------------------- generated files
-
-
-class BytesHandle(VHandle):
-    """A read handle over bytes fixed at open time."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read(self, offset: int, size: int) -> bytes:
-        return self.data[offset : offset + size]
-
-    def read_cached(self, offset: int, size: int) -> bytes:
-        return self.read(offset, size)
-
-
-class GeneratedFile(VFile):
-    """A read-only file whose content is computed from the current state on every open."""
-
-    direct_io = True
-
-    def __init__(self, render: Any) -> None:
-        self._render = render
-        self._lock = threading.Lock()
-
-    def stat(self) -> Stat:
-        return Stat(is_dir=False, size=len(self._render()))
-
-    def open(self, write: bool, truncate: bool) -> VHandle:
-        if write:
-            raise ReadOnlyError("this file is generated and read-only")
-        return BytesHandle(self._render())
-
-
 class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
     """One directory per array: views only."""
 
@@ -399,15 +364,12 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         return self.ctx.memo(("views", self.path, arr.uid, arr.shape), compute)
 
     def names(self) -> list[str]:
-        from zarrfs.views.tree import metadata_names
-
         node = self.ctx.hierarchy.node(self.path)
         names = {*self.view_names(), "info.json", "chunks", *metadata_names(self.ctx, node)}
         return sorted(names | set(self.scratch_names()))
 
     def lookup(self, name: str) -> VNode | None:
         from zarrfs.views.legacy import HEADER_VIEWS, render_header
-        from zarrfs.views.tree import metadata_file
 
         if name == "data.raw" and self.ctx.view_enabled(name):
             return DataFile(self.ctx, self.path, "raw")

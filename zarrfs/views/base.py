@@ -16,9 +16,11 @@ keeps the kernel page cache on open only when the token is unchanged since the p
 from __future__ import annotations
 
 import stat as stat_mod
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any
 
 from zarrfs.core.errors import InvalidWriteError, ReadOnlyError
 
@@ -149,3 +151,34 @@ class VDir(VNode):
 
     def refresh(self) -> None:
         """Re-read the store (close-to-open revalidation on opendir/lookup)."""
+
+
+class BytesHandle(VHandle):
+    """A read handle over bytes fixed at open time."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self.data[offset : offset + size]
+
+    def read_cached(self, offset: int, size: int) -> bytes:
+        return self.read(offset, size)
+
+
+class GeneratedFile(VFile):
+    """A read-only file whose content is computed from the current state on every open."""
+
+    direct_io = True
+
+    def __init__(self, render: Any) -> None:
+        self._render = render
+        self._lock = threading.Lock()
+
+    def stat(self) -> Stat:
+        return Stat(is_dir=False, size=len(self._render()))
+
+    def open(self, write: bool, truncate: bool) -> VHandle:
+        if write:
+            raise ReadOnlyError("this file is generated and read-only")
+        return BytesHandle(self._render())

@@ -27,17 +27,19 @@ from zarrfs.core.errors import (
     ReadOnlyError,
     ZarrFSError,
 )
-from zarrfs.core.hierarchy import join
+from zarrfs.core.hierarchy import Node, join
 from zarrfs.core.metadata.model import (
     ArrayMetadata,
     GroupMetadata,
     check_node_name,
     load_json_object,
 )
-from zarrfs.views.base import Stat, VFile, VHandle
+from zarrfs.core.metadata.v3 import parse_v3
+from zarrfs.views.base import BytesHandle, Stat, VFile, VHandle
+from zarrfs.views.info import render_json
 
 if TYPE_CHECKING:
-    from zarrfs.views.tree import MetadataFile, MountContext
+    from zarrfs.views.tree import MountContext
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +138,59 @@ class MetadataEditHandle(VHandle):
 
     def release(self) -> None:
         self.flush()
+
+
+# ----------------------------------------------------------------------------- metadata files
+
+
+def metadata_names(ctx: MountContext, node: Node) -> list[str]:
+    return [*node.format.metadata_keys(node.metadata), "attributes.json"]
+
+
+class MetadataFile(VFile):
+    """A stored metadata document (byte-exact) or ``attributes.json`` (the user attributes)."""
+
+    direct_io = True
+
+    def __init__(self, ctx: MountContext, path: str, name: str) -> None:
+        self.ctx = ctx
+        self.path = path
+        self.name = name
+
+    def content(self) -> bytes:
+        node = self.ctx.hierarchy.node(self.path)
+        key = ("meta", self.path, self.name, id(node), node.mtime_ns)
+        return self.ctx.memo(key, lambda: self._content(node))  # type: ignore[no-any-return]
+
+    def _content(self, node: Node) -> bytes:
+        if self.name == "attributes.json":
+            return render_json(dict(node.metadata.attributes))
+        raw = self.ctx.hierarchy.documents.get(join(self.path, self.name))
+        return node.metadata.to_bytes() if raw is None else raw
+
+    def stat(self) -> Stat:
+        mtime = self.ctx.hierarchy.node(self.path).mtime_ns
+        return Stat(
+            is_dir=False, size=len(self.content()), writable=self.ctx.writable, mtime_ns=mtime
+        )
+
+    def open(self, write: bool, truncate: bool) -> VHandle:
+        self.ctx.hierarchy.revalidate(self.path)
+        if write:
+            if not self.ctx.writable:
+                raise ReadOnlyError("read-only mount")
+            return MetadataEditHandle(self, b"" if truncate else self.content())
+        return BytesHandle(self.content())
+
+
+def metadata_file(ctx: MountContext, path: str, name: str) -> VFile | None:
+    try:
+        node = ctx.hierarchy.node(path)
+    except ZarrFSError:
+        return None
+    if name in metadata_names(ctx, node):
+        return MetadataFile(ctx, path, name)
+    return None
 
 
 # ----------------------------------------------------------------------------- scratch files
@@ -276,8 +331,6 @@ class EditableDirMixin:
             raise NotPermittedError("scratch files can only be renamed within the mount's nodes")
         lookup = getattr(new_parent, "lookup", None)
         target = lookup(new_name) if lookup else None
-        from zarrfs.views.tree import MetadataFile
-
         if isinstance(target, MetadataFile):
             commit_metadata(self.ctx, target_path, new_name, bytes(data))
             with s.lock:
@@ -307,8 +360,6 @@ def make_group(ctx: MountContext, path: str, name: str) -> str:
         raise InvalidWriteError(f"/{child} exists and is not a valid node") from None
     else:
         raise InvalidWriteError(f"/{child} already exists")
-    from zarrfs.core.metadata.v3 import parse_v3
-
     doc = b'{\n  "zarr_format": 3,\n  "node_type": "group",\n  "attributes": {}\n}'
     ctx.hierarchy.save_metadata(child, parse_v3(doc))
     return child

@@ -8,10 +8,12 @@ byte order, so ``numpy.load(path, mmap_mode='r')`` maps the data part directly.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.lib import format as npformat
+
+_ORDER_CHAR: dict[str, Literal["<", ">", "="]] = {"little": "<", "big": ">", "native": "="}
 
 
 def npy_header(dtype: np.dtype[Any], shape: tuple[int, ...]) -> bytes:
@@ -32,4 +34,4 @@ def npy_header(dtype: np.dtype[Any], shape: tuple[int, ...]) -> bytes:
 
 def view_dtype(dtype: np.dtype[Any], byte_order: str) -> np.dtype[Any]:
     """``dtype`` in the byte order a mount serves (little, big or native)."""
-    return dtype.newbyteorder({"little": "<", "big": ">", "native": "="}[byte_order])
+    return dtype.newbyteorder(_ORDER_CHAR[byte_order])

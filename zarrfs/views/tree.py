@@ -21,9 +21,16 @@ from zarrfs.core.errors import NodeNotFound, StoreError, ZarrFSError
 from zarrfs.core.hierarchy import Hierarchy, Node, join
 from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME
 from zarrfs.core.metadata.model import ArrayMetadata
-from zarrfs.views.arrays import ArrayDir, BytesHandle, GeneratedFile
-from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
-from zarrfs.views.editing import EditableDirMixin, ScratchSpace, make_group
+from zarrfs.views.arrays import ArrayDir
+from zarrfs.views.base import BytesHandle, GeneratedFile, Stat, VDir, VFile, VHandle, VNode
+from zarrfs.views.editing import (  # noqa: F401  (MetadataFile: also imported from here)
+    EditableDirMixin,
+    MetadataFile,
+    ScratchSpace,
+    make_group,
+    metadata_file,
+    metadata_names,
+)
 from zarrfs.views.info import render_json
 from zarrfs.views.skipped import implicit_info, unshown_node_dir
 
@@ -95,63 +102,6 @@ class MountContext:
 
     def view_enabled(self, name: str) -> bool:
         return name in self.views
-
-
-# ----------------------------------------------------------------------------- metadata files
-
-
-def metadata_names(ctx: MountContext, node: Node) -> list[str]:
-    return [*node.format.metadata_keys(node.metadata), "attributes.json"]
-
-
-class MetadataFile(VFile):
-    """A stored metadata document (byte-exact) or ``attributes.json`` (the user attributes)."""
-
-    direct_io = True
-
-    def __init__(self, ctx: MountContext, path: str, name: str) -> None:
-        self.ctx = ctx
-        self.path = path
-        self.name = name
-
-    def content(self) -> bytes:
-        node = self.ctx.hierarchy.node(self.path)
-        key = ("meta", self.path, self.name, id(node), node.mtime_ns)
-        return self.ctx.memo(key, lambda: self._content(node))  # type: ignore[no-any-return]
-
-    def _content(self, node: Node) -> bytes:
-        if self.name == "attributes.json":
-            return render_json(dict(node.metadata.attributes))
-        raw = self.ctx.hierarchy.documents.get(join(self.path, self.name))
-        return node.metadata.to_bytes() if raw is None else raw
-
-    def stat(self) -> Stat:
-        mtime = self.ctx.hierarchy.node(self.path).mtime_ns
-        return Stat(
-            is_dir=False, size=len(self.content()), writable=self.ctx.writable, mtime_ns=mtime
-        )
-
-    def open(self, write: bool, truncate: bool) -> VHandle:
-        self.ctx.hierarchy.revalidate(self.path)
-        if write:
-            from zarrfs.views.editing import MetadataEditHandle
-
-            if not self.ctx.writable:
-                from zarrfs.core.errors import ReadOnlyError
-
-                raise ReadOnlyError("read-only mount")
-            return MetadataEditHandle(self, b"" if truncate else self.content())
-        return BytesHandle(self.content())
-
-
-def metadata_file(ctx: MountContext, path: str, name: str) -> VFile | None:
-    try:
-        node = ctx.hierarchy.node(path)
-    except ZarrFSError:
-        return None
-    if name in metadata_names(ctx, node):
-        return MetadataFile(ctx, path, name)
-    return None
 
 
 # ----------------------------------------------------------------------------- groups

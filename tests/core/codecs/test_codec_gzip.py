@@ -47,7 +47,10 @@ def test_multiple_members_and_zero_padding_like_python_gzip() -> None:
         (lambda s: s[:-1], "truncated"),
         (lambda s: s[: len(s) // 2], "truncated"),
         (lambda s: s + b"junk", "bad magic"),
-        (lambda s: s[:-8] + b"\0\0\0\0" + s[-4:], "(?i)incorrect (data check|checksum)"),  # zlib | ISA-L
+        (
+            lambda s: s[:-8] + b"\0\0\0\0" + s[-4:],
+            "(?i)incorrect (data check|checksum)",
+        ),  # zlib | ISA-L
         (lambda s: zlib.compress(b"hello"), "bad magic"),
         (lambda s: b"", "empty"),
     ],

@@ -14,5 +14,7 @@ def test_first_lookups_from_many_threads_all_succeed():
         "    print(sorted({c.name for c in ex.map(codec_class, names)}))\n"
     )
     for _ in range(5):  # fresh interpreters: the race only exists before the first load
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
         assert out.stdout.strip() == "['blosc', 'bytes', 'crc32c', 'gzip', 'transpose', 'zstd']"

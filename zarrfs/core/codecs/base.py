@@ -20,7 +20,6 @@ Invariants every codec keeps:
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,7 +28,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from zarrfs.core.errors import MetadataError, UnsupportedError
+from zarrfs.core.errors import UnsupportedError
+from zarrfs.core.extensions import parse_extension
 
 #: unsigned integer types used to compare items of these sizes bit for bit
 _WORDS: dict[int, Any] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -198,7 +198,6 @@ def register_codec(cls: type[Codec], *aliases: str) -> type[Codec]:
 
 
 def codec_class(name: str) -> type[Codec]:
-    _load_builtin_codecs()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -208,46 +207,11 @@ def codec_class(name: str) -> type[Codec]:
 def parse_codec(doc: Any) -> Codec | None:
     """Build a codec from its metadata entry: a name string or a ``{"name", "configuration"}``
     object. Returns None for an unknown codec marked ``"must_understand": false``."""
-    if isinstance(doc, str):
-        name, conf, must = doc, {}, True
-    elif isinstance(doc, Mapping):
-        name = doc.get("name")
-        if not isinstance(name, str):
-            raise MetadataError(f"codec entry without a string 'name': {doc!r}")
-        conf = doc.get("configuration", {})
-        if conf is None:
-            conf = {}
-        if not isinstance(conf, Mapping):
-            raise MetadataError(f"codec {name!r}: 'configuration' must be an object")
-        must = doc.get("must_understand", True)
-        if not isinstance(must, bool):
-            raise MetadataError(f"codec {name!r}: 'must_understand' must be a boolean")
-        extra = set(doc) - {"name", "configuration", "must_understand"}
-        if extra:
-            raise MetadataError(f"codec {name!r}: unknown keys {sorted(extra)}")
-    else:
-        raise MetadataError(f"codec entry must be a string or an object, got {doc!r}")
+    ext = parse_extension(doc, "codec")
     try:
-        cls = codec_class(name)
+        cls = codec_class(ext.name)
     except UnsupportedError:
-        if not must:
+        if not ext.must_understand:
             return None
         raise
-    return cls.from_config(conf)
-
-
-_LOADED = False
-_LOAD_LOCK = threading.Lock()
-
-
-def _load_builtin_codecs() -> None:
-    """Import the built-in codec modules once (they register themselves). Thread-safe: no
-    caller sees the registry before every built-in codec is in it."""
-    global _LOADED
-    if _LOADED:
-        return
-    with _LOAD_LOCK:
-        if not _LOADED:
-            import zarrfs.core.codecs.builtin  # noqa: F401
-
-            _LOADED = True
+    return cls.from_config(ext.configuration or {})

@@ -1,7 +1,7 @@
 """Imports every built-in codec module so each registers itself (see ``base.register_codec``).
 
-Loaded once, lazily, by ``base.codec_class`` (never at package import, so ``sharding``, which
-needs ``chain``, can import the codec base freely).
+Imported by the package's ``__init__``, so the registry is complete before any codec is looked
+up by name; the codec modules import ``base`` and ``chain``, never this module.
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ class BytesCodec(ArrayBytesCodec):
     def encode_buffer(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> memoryview:
         # a chunk in the stored byte order already is its own encoding: no copy
         stored = self._stored_dtype(spec.dtype)
-        return memoryview(np.ascontiguousarray(arr, dtype=stored).reshape(-1).view(np.uint8))
+        flat = np.ascontiguousarray(arr, dtype=stored).reshape(-1).view(np.uint8)
+        return memoryview(flat.data)
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray[Any, Any]:
         expected = spec.nbytes

@@ -114,19 +114,19 @@ class PreparedChain:
         self.chain = chain
         self.spec = spec
         specs = [spec]
-        for codec in chain.array_array:
-            codec.validate(specs[-1])
-            specs.append(codec.resolve_spec(specs[-1]))
+        for aa in chain.array_array:
+            aa.validate(specs[-1])
+            specs.append(aa.resolve_spec(specs[-1]))
         #: spec seen by array_array[i] is aa_specs[i]; the array->bytes codec sees ``ab_spec``
         self.aa_specs: tuple[ChunkSpec, ...] = tuple(specs[:-1])
         self.ab_spec: ChunkSpec = specs[-1]
         chain.array_bytes.validate(self.ab_spec)
         bound = chain.array_bytes.max_encoded_size(self.ab_spec)
         bounds = []
-        for codec in chain.bytes_bytes:
-            codec.validate(self.ab_spec)
+        for bb in chain.bytes_bytes:
+            bb.validate(self.ab_spec)
             bounds.append(bound)
-            bound = codec.max_encoded_size(bound)
+            bound = bb.max_encoded_size(bound)
         #: bytes_bytes[i].decode may produce at most bb_bounds[i] bytes
         self.bb_bounds: tuple[int, ...] = tuple(bounds)
         #: upper bound of an encoded chunk of this spec
@@ -149,16 +149,16 @@ class PreparedChain:
                     "any valid chunk of this array can take"
                 )
             buf: bytes | memoryview = data
-            for codec, bound in zip(reversed(self.chain.bytes_bytes), reversed(self.bb_bounds)):
-                buf = codec.decode(buf, bound)
+            for bb, bound in zip(reversed(self.chain.bytes_bytes), reversed(self.bb_bounds)):
+                buf = bb.decode(buf, bound)
             arr = self.chain.array_bytes.decode(buf, self.ab_spec)
             if arr.shape != self.ab_spec.shape or arr.dtype != self.ab_spec.dtype:
                 raise CorruptDataError(
                     f"decoded chunk has shape {arr.shape} {arr.dtype}, "
                     f"expected {self.ab_spec.shape} {self.ab_spec.dtype}"
                 )
-            for codec, aspec in zip(reversed(self.chain.array_array), reversed(self.aa_specs)):
-                arr = codec.decode(arr, aspec)
+            for aa, aspec in zip(reversed(self.chain.array_array), reversed(self.aa_specs)):
+                arr = aa.decode(arr, aspec)
         except ZarrFSError:
             raise
         except (MemoryError, RecursionError):
@@ -180,13 +180,13 @@ class PreparedChain:
         neither changed nor freed."""
         if arr.shape != self.spec.shape:
             raise ValueError(f"chunk shape {arr.shape} does not match {self.spec.shape}")
-        for codec, aspec in zip(self.chain.array_array, self.aa_specs):
-            arr = codec.encode(arr, aspec)
+        for aa, aspec in zip(self.chain.array_array, self.aa_specs):
+            arr = aa.encode(arr, aspec)
         if not arr.flags.c_contiguous:
             arr = arr.copy(order="C")
         data = self.chain.array_bytes.encode_buffer(arr, self.ab_spec)
         if data is None:
             return None
-        for codec in self.chain.bytes_bytes:
-            data = codec.encode(data)
+        for bb in self.chain.bytes_bytes:
+            data = bb.encode(data)
         return data

@@ -31,6 +31,7 @@ from typing import Any
 from zarrfs.core.codecs.chain import CodecChain
 from zarrfs.core.dtypes import DataType, parse_data_type
 from zarrfs.core.errors import MetadataError, UnsupportedError, ZarrFSError
+from zarrfs.core.extensions import parse_extension
 from zarrfs.core.keys import parse_chunk_key_encoding
 from zarrfs.core.metadata.model import (
     MAX_NBYTES,
@@ -230,22 +231,8 @@ def _check_size(shape: tuple[int, ...], data_type: DataType, what: str) -> None:
 
 def _extension(value: Any, what: str) -> tuple[str, Mapping[str, Any]]:
     """(name, configuration) of an extension object or short-hand name."""
-    if isinstance(value, str):
-        return value, {}
-    if not isinstance(value, Mapping):
-        raise MetadataError(f"{what} must be a name or an object, got {value!r}")
-    name = value.get("name")
-    if not isinstance(name, str):
-        raise MetadataError(f"{what} object needs a string 'name': {value!r}")
-    extra = set(value) - {"name", "configuration", "must_understand"}
-    if extra:
-        raise MetadataError(f"{what} {name!r}: unknown keys {sorted(extra)}")
-    if not isinstance(value.get("must_understand", True), bool):
-        raise MetadataError(f"{what} {name!r}: 'must_understand' must be a boolean")
-    conf = value.get("configuration", {})
-    if not isinstance(conf, Mapping):
-        raise MetadataError(f"{what} {name!r}: 'configuration' must be an object")
-    return name, conf
+    ext = parse_extension(value, what, null_configuration=False)
+    return ext.name, ext.configuration or {}
 
 
 def _chunk_grid(value: Any, ndim: int) -> tuple[int, ...]:

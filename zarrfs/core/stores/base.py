@@ -73,9 +73,9 @@ def slice_range(data: bytes, byte_range: RangeRequest) -> bytes:
     if byte_range is None:
         return data
     if isinstance(byte_range, SuffixRange):
-        return data[max(0, len(data) - byte_range.length):] if byte_range.length else b""
+        return data[max(0, len(data) - byte_range.length) :] if byte_range.length else b""
     end = None if byte_range.length is None else byte_range.start + byte_range.length
-    return data[byte_range.start:end]
+    return data[byte_range.start : end]
 
 
 class Store(ABC):
@@ -112,7 +112,7 @@ class Store(ABC):
         data = self.get(key)
         return None if data is None else f"{len(data)}:{hash(data)}"
 
-    def set(self, key: str, data: bytes) -> None:
+    def set(self, key: str, data: bytes | memoryview) -> None:
         """Store ``data`` under ``key``, replacing any object all-or-nothing."""
         raise ReadOnlyError(f"store {self.url or type(self).__name__} is read-only")
 

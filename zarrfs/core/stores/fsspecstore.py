@@ -91,7 +91,7 @@ class FsspecStore(Store):
         tag = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("created")
         return f"{tag}:{info.get('size')}"
 
-    def set(self, key: str, data: bytes) -> None:
+    def set(self, key: str, data: bytes | memoryview) -> None:
         if not self.writable:
             raise ReadOnlyError(f"store {self.url} is read-only")
         path = self._path(key)
@@ -117,7 +117,8 @@ class FsspecStore(Store):
             entries = self._call("list", prefix, self.fs.ls, base, detail=True)
         except (FileNotFoundError, NotADirectoryError):
             return [], []
-        files, dirs = set(), set()
+        files: set[str] = set()
+        dirs: set[str] = set()
         for entry in entries:
             if str(entry["name"]).strip("/") == base.strip("/"):
                 continue  # ls of a file lists the file itself: a file has no children

@@ -273,7 +273,7 @@ class LocalStore(Store):
         if not self.writable:
             raise ReadOnlyError(f"store {self.url} is read-only")
 
-    def set(self, key: str, data: bytes) -> None:
+    def set(self, key: str, data: bytes | memoryview) -> None:
         view = memoryview(data).cast("B")
         self.set_stream(key, lambda: (view,))
 

@@ -468,7 +468,7 @@ class RemoteStore(Store):
         if not self.writable:
             raise ReadOnlyError(f"store {self.url} is read-only")
 
-    def set(self, key: str, data: bytes) -> None:
+    def set(self, key: str, data: bytes | memoryview) -> None:
         self._check_writable()
         check_key(key)
         payload = bytes(data)
