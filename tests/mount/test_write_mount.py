@@ -9,6 +9,7 @@ import mmap
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -260,3 +261,77 @@ def test_close_to_open_sees_other_writers(store, mounter):
         np.frombuffer(data, "<f4").reshape(20, 40, 36)[0].tolist()
         == np.full((40, 36), 5.0).tolist()
     )
+
+
+TRUNCATE_ROUNDS = 200
+WRITER = """
+import os, sys, numpy as np
+raw, stop, row = sys.argv[1], sys.argv[2], int(sys.argv[3])
+n = 0
+fd = os.open(raw, os.O_RDWR)
+try:
+    while not os.path.exists(stop):
+        os.pwrite(fd, np.full(row // 4, n, dtype="<f4").tobytes(), (n % 4) * row)
+        os.fsync(fd)
+        n += 1
+finally:
+    os.close(fd)
+print(n)
+"""
+TRUNCATER = """
+import os, sys
+raw, rows, row, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+for n in range(rounds):
+    os.truncate(raw, (rows // 2 + n % 3) * row)
+    os.truncate(raw, rows * row)
+"""
+
+
+@pytest.mark.parametrize("name", ["gzip", "sharded"])
+def test_truncate_while_another_process_writes_and_fsyncs(mounter, tmp_path, name):
+    """``truncate`` of data.raw to fewer rows and back, 200 rounds, while another process
+    writes and fsyncs in a loop: resize and flush take the array's locks in one order, so
+    neither process hangs (they used to deadlock within a few rounds)."""
+    root = tmp_path / "store"
+    make_store(root)
+    m = mounter(root, "writeback=0.05")
+    raw = m.path / name / "data.raw"
+    row = SHAPE[1] * SHAPE[2] * 4
+    stop = tmp_path / "stop"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(raw), str(stop), str(row)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    truncater = subprocess.Popen(
+        [sys.executable, "-c", TRUNCATER, str(raw), str(SHAPE[0]), str(row), str(TRUNCATE_ROUNDS)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        try:
+            _, err = truncater.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            pytest.fail("truncate hung while another process wrote and fsynced (deadlock)")
+        assert truncater.returncode == 0, err.decode()
+        stop.touch()
+        try:
+            out, err = writer.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the writer's fsync hung after the truncates ended (deadlock)")
+        assert writer.returncode == 0, err.decode()
+        writes = int(out)
+    finally:
+        for p in (writer, truncater):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert writes > 0
+    assert m.unmount() == 0
+    got = zarr.open_array(str(root / name), mode="r")[...]
+    assert got.shape == SHAPE
+    # the writer's last value of each of its rows; the rows cut off and grown back are fill
+    for r in range(min(4, writes)):
+        last = max(n for n in range(writes) if n % 4 == r)
+        assert (got[r] == last).all()
+    assert (got[SHAPE[0] // 2 :] == 0).all()

@@ -49,7 +49,7 @@ from zarrfs.core.errors import (
     StoreError,
     ZarrFSError,
 )
-from zarrfs.core.grid import RegularGrid
+from zarrfs.core.grid import RegularGrid, chunks_outside, edge_chunks, grid_difference
 from zarrfs.core.layout import Box, box_pieces, element_range, flat_to_boxes
 from zarrfs.core.metadata.model import ArrayMetadata
 from zarrfs.core.stats import Stats
@@ -64,6 +64,9 @@ _MISSING = np.zeros(0, dtype=np.uint8)
 _NSTRIPES = 64
 #: a read starting this close to where the previous one ended counts as sequential
 _SEQUENTIAL_SLACK = 1 << 20
+#: a shrink deletes up to this many chunk keys one by one; more are found by listing (a store
+#: that cannot list refuses such a shrink)
+_MAX_BLIND_DELETES = 1 << 16
 
 
 _ORDER_CHAR: dict[str, Literal["<", ">", "="]] = {"little": "<", "big": ">", "native": "="}
@@ -181,6 +184,9 @@ class Engine:
 
 class _WouldBlock(Exception):
     """An inline write met work that needs waiting (``write_cached``)."""
+
+    #: bytes the write had made dirty before it stopped
+    added = 0
 
 
 def _run_here(call: Callable[[], Any]) -> Future[Any]:
@@ -728,11 +734,7 @@ class ZarrArray:
 
     def write(self, offset: int, data: bytes, byte_order: str = "little") -> None:
         """Write bytes at ``offset`` of the C-order decoded array (buffered until ``flush``)."""
-        if offset < 0 or offset + len(data) > self.nbytes:
-            raise InvalidWriteError(
-                f"write of {len(data)} bytes at {offset} is outside the array ({self.nbytes} bytes)"
-            )
-        self._write_view((0,) * len(self.shape), self.shape, offset, data, byte_order)
+        self._write_view(None, offset, data, byte_order)
 
     def write_cached(self, offset: int, data: bytes, byte_order: str = "little") -> bool:
         """``write``, if it can be done now without waiting: whole elements into units that
@@ -742,21 +744,80 @@ class ZarrArray:
         call it inline and hand the write to a worker thread on False."""
         if offset < 0 or offset + len(data) > self.nbytes:
             return False
-        return self._write_view(
-            (0,) * len(self.shape), self.shape, offset, data, byte_order, inline=True
-        )
+        try:
+            return self._write_view(None, offset, data, byte_order, inline=True)
+        except InvalidWriteError:  # the shape changed meanwhile: the worker thread reports it
+            return False
 
     def write_chunk(
         self, coords: Coords, offset: int, data: bytes, byte_order: str = "little"
     ) -> None:
         """Write into chunk ``coords`` seen as a C-order file of the full chunk shape."""
         self._check_chunk(coords)
-        if offset < 0 or offset + len(data) > self.chunk_nbytes:
-            raise InvalidWriteError("write outside the chunk")
-        origin = self.grid.chunk_origin(coords)
-        self._write_view(origin, self.metadata.chunk_shape, offset, data, byte_order)
+        self._write_view(tuple(coords), offset, data, byte_order)
 
     def _write_view(
+        self,
+        chunk: Coords | None,
+        offset: int,
+        data: bytes,
+        byte_order: str,
+        inline: bool = False,
+    ) -> bool:
+        """Apply a write to the whole array (``chunk`` None) or to one chunk file, then flush
+        or start a write-behind as the dirty limit asks; with ``inline``, only if it needs no
+        waiting (``write_cached``). Takes ``_write_lock``; the caller holds no array lock."""
+        if self.engine.read_only or not self.store.writable:
+            if inline:
+                return False
+            raise ReadOnlyError(f"{self.path or '/'}: read-only")
+        if not data:
+            return True
+        isz = self.itemsize
+        if inline and (offset % isz or (offset + len(data)) % isz):
+            return False
+        if not self._write_lock.acquire(blocking=not inline):
+            return False
+        added = 0
+        blocked = False
+        try:
+            # the target is resolved under the lock: a resize may have changed the shape
+            # since the caller looked (a write never lands outside the current shape)
+            origin, shape = self._write_target(chunk, offset, len(data))
+            added = self._write_locked(origin, shape, offset, data, byte_order, inline)
+        except _WouldBlock as exc:
+            blocked, added = True, exc.added
+        finally:
+            self._write_lock.release()
+            total = self.engine.add_dirty(added) if added else self.engine.dirty_bytes
+        if blocked:
+            return False
+        self.mtime_ns = time.time_ns()
+        self.engine.stats.add(self.path, "bytes_written", len(data))
+        limit = self.engine.dirty_limit
+        assert limit is not None
+        if total > limit and not inline:
+            self.flush(down_to=limit // 2)
+        elif total > limit // 4:
+            self._write_behind()
+        return True
+
+    def _write_target(
+        self, chunk: Coords | None, offset: int, size: int
+    ) -> tuple[Coords, tuple[int, ...]]:
+        """(origin, shape) of the box a write goes to, checked against the current shape."""
+        if chunk is None:
+            if offset < 0 or offset + size > self.nbytes:
+                raise InvalidWriteError(
+                    f"write of {size} bytes at {offset} is outside the array ({self.nbytes} bytes)"
+                )
+            return (0,) * len(self.shape), self.shape
+        self._check_chunk(chunk)
+        if offset < 0 or offset + size > self.chunk_nbytes:
+            raise InvalidWriteError("write outside the chunk")
+        return self.grid.chunk_origin(chunk), tuple(self.metadata.chunk_shape)
+
+    def _write_locked(
         self,
         origin: Coords,
         shape: tuple[int, ...],
@@ -764,21 +825,13 @@ class ZarrArray:
         data: bytes,
         byte_order: str,
         inline: bool = False,
-    ) -> bool:
-        """Apply a write; with ``inline``, only if it needs no waiting (``write_cached``)."""
-        if self.engine.read_only or not self.store.writable:
-            if inline:
-                return False
-            raise ReadOnlyError(f"{self.path or '/'}: read-only")
-        if not data:
-            return True
+    ) -> int:
+        """Apply a write (``_write_lock`` held); returns the bytes newly made dirty. Raises
+        ``_WouldBlock`` (``inline``) with nothing or a part applied (the same bytes again
+        give the same result)."""
         in_dtype = self.dtype.newbyteorder(_byte_order_char(byte_order))
         isz = self.itemsize
         e0, e1, skip = element_range(offset, len(data), isz)
-        if inline and (skip or (offset + len(data)) % isz):
-            return False
-        if not self._write_lock.acquire(blocking=not inline):
-            return False
         added = 0
         limit = self.engine.dirty_limit
         assert limit is not None
@@ -818,10 +871,10 @@ class ZarrArray:
                 with self._lock:
                     new = {p.coords for _, ps in plan for p in ps if p.coords not in self._dirty}
                 if unmerged or self.engine.dirty_bytes + len(new) * self._unit_spec.nbytes > limit:
-                    return False
+                    raise _WouldBlock
                 hits = cache.get_all([(self.uid, c) for c in partial])  # from the cache only
                 if hits is None:
-                    return False
+                    raise _WouldBlock
                 bases = {key[1]: (arr, False) for key, arr in hits.items()}
             else:
                 if unmerged:
@@ -837,18 +890,10 @@ class ZarrArray:
                     )
             with self._lock:
                 self._stored_bytes = None
-        except _WouldBlock:
-            return False
-        finally:
-            self._write_lock.release()
-            total = self.engine.add_dirty(added) if added else self.engine.dirty_bytes
-        self.mtime_ns = time.time_ns()
-        self.engine.stats.add(self.path, "bytes_written", len(data))
-        if total > limit and not inline:
-            self.flush(down_to=limit // 2)
-        elif total > limit // 4:
-            self._write_behind()
-        return True
+        except _WouldBlock as exc:
+            exc.added = added
+            raise
+        return added
 
     def _write_behind(self) -> None:
         """Start storing the completely written dirty units in the background, so a
@@ -996,45 +1041,54 @@ class ZarrArray:
         """Encode and store every dirty unit; on return they are in the store (or it raised).
 
         With ``down_to``, only the oldest dirty units, until the mount's dirty bytes would be
-        at most ``down_to``; with ``only``, those of these units that are still dirty."""
+        at most ``down_to``; with ``only``, those of these units that are still dirty.
+
+        Lock order (docs/write-path.md): ``_flush_lock``, then ``_write_lock`` for the snapshot
+        only; the caller holds neither."""
         with self._flush_lock:
-            with self._write_lock:
-                with self._lock:
-                    if only is None:
-                        units = list(self._dirty)
-                    else:
-                        units = [u for u in only if u in self._dirty]
-                    if down_to is not None:
-                        excess = self.engine.dirty_bytes - down_to
-                        for n, u in enumerate(units):
-                            if excess <= 0:
-                                del units[n:]
-                                break
-                            excess -= self._dirty[u].nbytes
-                    unmerged = [u for u in units if u in self._unknown]
-                if unmerged:
-                    self._merge_unknown(unmerged)  # may raise: nothing flushed, all still dirty
-                with self._lock:
-                    snapshot = {u: self._dirty[u] for u in units if u in self._dirty}
-                    self._frozen.update(snapshot)
-            if not snapshot:
-                return
-            run: Callable[[Coords, dict[Coords, Any]], None]
-            if self._sharding is None:
-                jobs = [(u, {u: arr}) for u, arr in snapshot.items()]
-                run = self._flush_chunk
-            else:
-                groups: dict[Coords, dict[Coords, Any]] = {}
-                for u, arr in snapshot.items():
-                    groups.setdefault(self._unit_location(u)[0], {})[u] = arr
-                jobs = list(groups.items())
-                run = self._flush_shard
-            done = self.engine.run_all([functools.partial(run, *job) for job in jobs])
-            errors = [exc for f in done if (exc := f.exception()) is not None]
-            if errors:
-                with self._lock:
-                    self._frozen.difference_update(snapshot)
-                raise errors[0]
+            self._flush_locked(down_to, only)
+
+    def _flush_locked(
+        self, down_to: int | None = None, only: Sequence[Coords] | None = None
+    ) -> None:
+        """``flush`` with ``_flush_lock`` held by the caller (and maybe ``_write_lock``)."""
+        with self._write_lock:
+            with self._lock:
+                if only is None:
+                    units = list(self._dirty)
+                else:
+                    units = [u for u in only if u in self._dirty]
+                if down_to is not None:
+                    excess = self.engine.dirty_bytes - down_to
+                    for n, u in enumerate(units):
+                        if excess <= 0:
+                            del units[n:]
+                            break
+                        excess -= self._dirty[u].nbytes
+                unmerged = [u for u in units if u in self._unknown]
+            if unmerged:
+                self._merge_unknown(unmerged)  # may raise: nothing flushed, all still dirty
+            with self._lock:
+                snapshot = {u: self._dirty[u] for u in units if u in self._dirty}
+                self._frozen.update(snapshot)
+        if not snapshot:
+            return
+        run: Callable[[Coords, dict[Coords, Any]], None]
+        if self._sharding is None:
+            jobs = [(u, {u: arr}) for u, arr in snapshot.items()]
+            run = self._flush_chunk
+        else:
+            groups: dict[Coords, dict[Coords, Any]] = {}
+            for u, arr in snapshot.items():
+                groups.setdefault(self._unit_location(u)[0], {})[u] = arr
+            jobs = list(groups.items())
+            run = self._flush_shard
+        done = self.engine.run_all([functools.partial(run, *job) for job in jobs])
+        errors = [exc for f in done if (exc := f.exception()) is not None]
+        if errors:
+            with self._lock:
+                self._frozen.difference_update(snapshot)
+            raise errors[0]
 
     def _commit(self, written: dict[Coords, Any]) -> None:
         """Mark units clean after their bytes reached the store."""
@@ -1096,54 +1150,86 @@ class ZarrArray:
     def resize(self, shape: tuple[int, ...]) -> None:
         """Change the shape (axis 0 only through the views). Chunks wholly outside the new
         shape are deleted; the part of an edge chunk beyond the edge is reset to the fill value
-        so that growing later shows fill values, never old data."""
+        so that growing later shows fill values, never old data.
+
+        Takes ``_flush_lock`` then ``_write_lock`` (the order every flush takes them) and holds
+        both to the end: no flush or write of this array runs meanwhile, and a write that was
+        waiting is then checked against the new shape."""
         if self.engine.read_only or not self.store.writable:
             raise ReadOnlyError(f"{self.path or '/'}: read-only")
         if len(shape) != len(self.shape) or any(s < 0 for s in shape):
             raise InvalidWriteError(f"invalid new shape {shape}")
-        if self._save_metadata is None:
+        save = self._save_metadata
+        if save is None:
             raise InvalidWriteError("this array cannot be resized")
-        self.flush()
-        old = self.grid
-        new = RegularGrid(tuple(shape), self.metadata.chunk_shape)
-        with self._write_lock:
-            # reset the parts of kept edge chunks that fall outside the smaller of the shapes
-            small = tuple(min(a, b) for a, b in zip(old.shape, new.shape))
-            small_grid = RegularGrid(small, self.metadata.chunk_shape)
-            for coords in small_grid.all_chunks():
-                if not (new.contains(coords) and old.contains(coords)):
-                    continue
-                ext = small_grid.chunk_extent(coords)
-                if ext == tuple(self.metadata.chunk_shape):
-                    continue
-                self._fill_outside(coords, ext)
-            self.flush()
-            for coords in old.all_chunks():
-                if not new.contains(coords):
-                    self.store.delete(self.chunk_key(coords))
-            self.metadata = self.metadata.with_shape(tuple(shape))
-            self._save_metadata(self.metadata)
-            self._set_shape(tuple(shape))
-            with self._lock:
-                self._epoch += 1
-                self._stored_bytes = None
+        shape = tuple(shape)
+        with self._flush_lock:
+            self._flush_locked()  # before taking the write lock: writers go on meanwhile
+            with self._write_lock:
+                old = self.grid
+                new = RegularGrid(shape, self.metadata.chunk_shape)
+                doomed = chunks_outside(old, new)
+                if not self.store.listable and doomed > _MAX_BLIND_DELETES:
+                    raise InvalidWriteError(
+                        f"shrinking would delete up to {doomed} chunks, and the store cannot "
+                        "list which exist"
+                    )
+                # reset the parts of kept edge chunks that fall outside the smaller shape
+                small = tuple(min(a, b) for a, b in zip(old.shape, new.shape))
+                small_grid = RegularGrid(small, self.metadata.chunk_shape)
+                changed = [k for k, (a, b) in enumerate(zip(old.shape, shape)) if a != b]
+                added = 0
+                for coords in edge_chunks(small_grid, changed):
+                    if new.contains(coords) and old.contains(coords):
+                        added += self._fill_outside(coords, small_grid.chunk_extent(coords))
+                if added:
+                    self.engine.add_dirty(added)
+                self._flush_locked()
+                if doomed:
+                    self._delete_outside(old, new)
+                self.metadata = self.metadata.with_shape(shape)
+                save(self.metadata)
+                self._set_shape(shape)
+                with self._lock:
+                    self._epoch += 1
+                    self._stored_bytes = None
         self.engine.chunk_cache.invalidate(lambda k: k[0] == self.uid)
         self.engine.index_cache.invalidate(lambda k: k[0] == self.uid)
 
-    def _fill_outside(self, coords: Coords, keep: tuple[int, ...]) -> None:
-        """Set the elements of chunk ``coords`` at or beyond ``keep`` (per axis) to fill."""
-        cshape = self.metadata.chunk_shape
+    def _fill_outside(self, coords: Coords, keep: tuple[int, ...]) -> int:
+        """Set the elements of chunk ``coords`` at or beyond ``keep`` (per axis) to fill
+        (``_write_lock`` held); returns the bytes newly made dirty."""
+        cshape = tuple(self.metadata.chunk_shape)
+        if keep == cshape:
+            return 0
         if self.store.get(self.chunk_key(coords), ByteRange(0, 1)) is None and not self._sharding:
-            return
-        full = self._read_view(
-            self.grid.chunk_origin(coords), cshape, 0, self.chunk_nbytes, "native"
-        )
+            return 0
+        origin = self.grid.chunk_origin(coords)
+        full = self._read_view(origin, cshape, 0, self.chunk_nbytes, "native")
         assert full is not None
         arr = np.frombuffer(full, dtype=self.dtype.newbyteorder("=")).reshape(cshape).copy()
         mask = np.zeros(cshape, dtype=bool)
         mask[tuple(slice(0, k) for k in keep)] = True
         arr[~mask] = self._chunk_spec.fill_value
-        self._write_view(self.grid.chunk_origin(coords), cshape, 0, arr.tobytes(), "native")
+        return self._write_locked(origin, cshape, 0, arr.tobytes(), "native")
+
+    def _delete_outside(self, old: RegularGrid, new: RegularGrid) -> None:
+        """Delete the stored chunks of ``old`` that ``new`` does not contain: the keys the
+        store lists under the array's prefix when it can list and the difference is large,
+        else every coordinate of the difference (never the whole old grid)."""
+        if self.store.listable and chunks_outside(old, new) > _MAX_BLIND_DELETES:
+            prefix = self.metadata.chunk_store_prefix(self.path)
+            encoding = self.metadata.chunk_key_encoding
+            doomed = []
+            for key in self.store.list_prefix(prefix):
+                coords = encoding.decode(key[len(prefix) :], old.ndim)
+                if coords is not None and old.contains(coords) and not new.contains(coords):
+                    doomed.append(key)
+            for key in doomed:
+                self.store.delete(key)
+            return
+        for coords in grid_difference(old, new):
+            self.store.delete(self.chunk_key(coords))
 
     # ------------------------------------------------------------------ misc
 

@@ -63,3 +63,37 @@ class RegularGrid:
         return itertools.product(
             *(range(a // c, (b - 1) // c + 1) for a, b, c in zip(starts, stops, self.chunk_shape))
         )
+
+
+def chunks_outside(old: RegularGrid, new: RegularGrid) -> int:
+    """How many chunks of ``old`` lie outside ``new`` (same chunk shape)."""
+    kept = prod(min(a, b) for a, b in zip(old.grid_shape, new.grid_shape))
+    return old.nchunks - kept
+
+
+def grid_difference(old: RegularGrid, new: RegularGrid) -> Iterator[tuple[int, ...]]:
+    """The chunks of ``old`` outside ``new``, each once, without visiting the chunks both hold:
+    for each axis ``k`` in turn, those past ``new``'s end on ``k`` and inside it on every axis
+    before ``k``."""
+    og, ng = old.grid_shape, new.grid_shape
+    for k in range(old.ndim):
+        if ng[k] >= og[k]:
+            continue
+        ranges = [
+            range(min(o, n)) if j < k else range(n, o) if j == k else range(o)
+            for j, (o, n) in enumerate(zip(og, ng))
+        ]
+        yield from itertools.product(*ranges)
+
+
+def edge_chunks(grid: RegularGrid, axes: Iterator[int] | list[int]) -> Iterator[tuple[int, ...]]:
+    """The chunks of ``grid`` that the array's end cuts along one of ``axes``, each once,
+    without visiting the others."""
+    gs = grid.grid_shape
+    cut = [k for k in sorted(set(axes)) if gs[k] and grid.shape[k] % grid.chunk_shape[k]]
+    for n, k in enumerate(cut):
+        ranges = [range(g) for g in gs]
+        for j in cut[:n]:
+            ranges[j] = range(gs[j] - 1)
+        ranges[k] = range(gs[k] - 1, gs[k])
+        yield from itertools.product(*ranges)

@@ -137,6 +137,9 @@ class Hierarchy:
         self._lock = threading.Lock()
         self._nodes: dict[str, Node] = {}
         self._arrays: dict[str, ZarrArray] = {}
+        #: open arrays whose node was forgotten: ``array`` re-reads the node and keeps the
+        #: object when its metadata is unchanged (so no write is ever split between two objects)
+        self._recheck: set[str] = set()
         self._consolidated: dict[str, Metadata] = {}
         #: path -> reason, for nodes skipped because their metadata is invalid or unsupported
         #: (listed in the mount and by ``zarrfs info`` with the reason)
@@ -197,16 +200,21 @@ class Hierarchy:
         return True
 
     def forget(self, path: str) -> None:
-        """Drop cached state of ``path`` and everything below it. An array holding unflushed
-        writes stays open (only its clean caches are dropped): forgetting never loses data."""
+        """Drop cached state of ``path`` and everything below it: node metadata and the clean
+        caches of open arrays. An open array stays the one object of its path until ``array``
+        finds that its metadata changed, so a write running meanwhile (even one that looked the
+        array up before) is never lost: forgetting never drops data."""
         with self._lock:
             for p in [p for p in self._nodes if p == path or p.startswith(path + "/") or not path]:
                 self._nodes.pop(p, None)
-            for p in [p for p in self._arrays if p == path or p.startswith(path + "/") or not path]:
-                arr = self._arrays[p]
-                if not arr.dirty:
-                    del self._arrays[p]
-                arr.invalidate()
+            arrays = [
+                a
+                for p, a in self._arrays.items()
+                if p == path or p.startswith(path + "/") or not path
+            ]
+            self._recheck.update(a.path for a in arrays)
+        for arr in arrays:
+            arr.invalidate()
 
     def children(self, path: str) -> list[Node]:
         """The child nodes of the group at ``path``, sorted by name; invalid ones skipped."""
@@ -298,9 +306,18 @@ class Hierarchy:
     def array(self, path: str) -> ZarrArray:
         """The open array at ``path`` (one ZarrArray per path while its metadata is unchanged)."""
         arr = self._arrays.get(path)  # atomic: no lock on the hit path
-        if arr is not None:
+        if arr is not None and path not in self._recheck:
             return arr
         node = self.node(path)
+        if arr is not None:  # forgotten: keep the object unless the metadata changed
+            with self._lock:
+                self._recheck.discard(path)
+            if arr.metadata == node.metadata:
+                return arr
+            with self._lock:
+                if self._arrays.get(path) is arr:
+                    del self._arrays[path]
+            arr.flush()  # what was written through it goes to the store first
         if not isinstance(node.metadata, ArrayMetadata):
             raise NodeNotFound(f"{path or '/'} is a group, not an array")
         fmt = node.format

@@ -3,8 +3,9 @@
 ``run`` is the daemon: one process, one mount (pyfuse3 keeps global state). In order:
 
     check the mountpoint -> open the tree (store errors are reported before anything is mounted)
-    -> pyfuse3.init (mount) -> serve in trio until unmounted or signalled -> unmount
-    -> flush_all -> close the tree -> exit status
+    -> start the tree's write-back timer -> pyfuse3.init (mount) -> serve in trio until
+    unmounted or signalled -> unmount -> stop the write-back timer (waiting for a flush in
+    progress) -> flush_all -> close the tree -> exit status
 
 Teardown runs in reverse order whatever fails (``try/finally`` around each acquired resource).
 
@@ -62,7 +63,8 @@ TEST_TREE_FACTORY_ENV = "ZARRFS_TEST_TREE_FACTORY"
 #: the device number of /dev/fuse (character device 10, 229)
 _FUSE_DEVICE = os.makedev(10, 229)
 
-#: builds the root of the mounted tree; the root also has ``flush_all()`` and ``close()``
+#: builds the root of the mounted tree; the root also has ``flush_all()`` and ``close()``, and
+#: may have ``start()``/``stop()`` (its background work: the write-back timer)
 TreeFactory = Callable[[str, MountOptions], VDir]
 
 
@@ -209,6 +211,7 @@ def run(
         return 1
     code = 0
     try:
+        _call_if_present(tree, "start")  # background work (write-back) of the tree
         trio.run(_serve, loop, kernel_options(options, url))
     except MountError as exc:
         status.failed(str(exc))
@@ -242,12 +245,19 @@ def _metrics_server(options: MountOptions, tree: VDir, ops: ZarrOperations) -> M
     return server
 
 
+def _call_if_present(tree: VDir, name: str) -> None:
+    """``tree.name()`` when the tree has it (``start``/``stop`` are optional)."""
+    method = getattr(tree, name, None)
+    if method is not None:
+        method()
+
+
 def _shutdown(tree: VDir) -> int:
     """Flush and close the tree after the mount is gone; 1 if data may have been lost."""
     code = 0
-    for step in ("flush_all", "close"):
+    for step in ("stop", "flush_all", "close"):
         try:
-            getattr(tree, step)()
+            _call_if_present(tree, step)
         except Exception:
             log.exception("%s of the tree failed while shutting down", step)
             code = 1

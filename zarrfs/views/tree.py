@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import logging
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from zarrfs.core.errors import NodeNotFound, StoreError, ZarrFSError
 from zarrfs.core.hierarchy import Hierarchy, Node, join
 from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME
 from zarrfs.core.metadata.model import ArrayMetadata
+from zarrfs.core.writeback import WriteBack
 from zarrfs.views.arrays import ArrayDir
 from zarrfs.views.base import BytesHandle, GeneratedFile, Stat, VDir, VFile, VHandle, VNode
 from zarrfs.views.editing import (  # noqa: F401  (MetadataFile: also imported from here)
@@ -280,13 +280,8 @@ class RootDir(VDir):
     def __init__(self, ctx: MountContext, writeback: float = 5.0) -> None:
         self.ctx = ctx
         self.control = ControlDir(ctx)
-        self._stop = threading.Event()
-        self._flusher: threading.Thread | None = None
-        if ctx.writable and writeback > 0:
-            self._flusher = threading.Thread(
-                target=self._flush_loop, args=(writeback,), name="zarrfs-writeback", daemon=True
-            )
-            self._flusher.start()
+        #: the write-back timer; the mount's lifecycle starts and stops it
+        self.writeback = WriteBack(ctx.hierarchy.open_arrays, writeback if ctx.writable else 0)
 
     def _root(self) -> VDir:
         h = self.ctx.hierarchy
@@ -333,22 +328,19 @@ class RootDir(VDir):
     def path(self) -> str:
         return ""
 
-    def _flush_loop(self, delay: float) -> None:
-        while not self._stop.wait(min(1.0, delay)):
-            for arr in self.ctx.hierarchy.open_arrays():
-                if arr.dirty_age() >= delay:
-                    try:
-                        arr.flush()
-                    except ZarrFSError as exc:
-                        log.error("background flush of %s failed: %s", arr.path or "/", exc)
-                    except Exception:  # a store or codec bug must not stop write-back
-                        log.exception("background flush of %s failed", arr.path or "/")
+    def start(self) -> None:
+        """Start the background work of the mount (the write-back timer)."""
+        self.writeback.start()
+
+    def stop(self) -> None:
+        """Stop the background work, waiting for a flush in progress (before ``flush_all``)."""
+        self.writeback.stop()
 
     def flush_all(self) -> None:
         self.ctx.hierarchy.flush_all()
 
     def close(self) -> None:
-        self._stop.set()
+        self.stop()
         try:
             self.flush_all()
         finally:
