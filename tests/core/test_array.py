@@ -327,7 +327,9 @@ def test_completely_written_units_are_stored_in_the_background(tmp_path):
     for i in range(1, 4):  # chunks 1-3 complete: 64 KiB each, 224 KiB dirty in total
         arr.write(i * 65536, np.full(8192, float(i), "<f8").tobytes())
     deadline = time.monotonic() + 10
-    while not (tmp_path / "a" / "c" / "3" / "0").exists() and time.monotonic() < deadline:
+    # the three jobs run in parallel: wait for all of them, not only the last one queued
+    stored = [tmp_path / "a" / "c" / str(i) / "0" for i in range(1, 4)]
+    while not all(p.exists() for p in stored) and time.monotonic() < deadline:
         time.sleep(0.01)
     for i in range(1, 4):
         assert (tmp_path / "a" / "c" / str(i) / "0").exists()
