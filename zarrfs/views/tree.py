@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
