@@ -26,6 +26,7 @@ if [[ "${1:-}" == "--test" ]]; then
     pkgs+=(systemd libseccomp2)  # systemd-analyze, the fstab generator; tests/systemd
     pkgs+=(netcdf-bin hdf5-tools)  # ncdump, h5dump: readers of group.nc (tests/views)
     pkgs+=(man-db groff-base zsh)  # man -l on docs/zarrfs.1; the zsh completion (tests/tools)
+    pkgs+=(zip)  # zip -r x.zarr.zip x.zarr: a zipped folder (tests/interop/test_foreign_layouts.py)
     # Octave's ncread (netCDF-C) reads group.nc as MATLAB code would; its recommended
     # packages (GUI, docs) are not needed: about 75 MB and 40 s to install
     norec+=(octave-netcdf)
