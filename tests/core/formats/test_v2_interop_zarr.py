@@ -229,7 +229,10 @@ def test_written_by_zarrfs_reads_back_in_zarr_python(case_id: str, tmp_path: Pat
     ours_files = {p.relative_to(ours).as_posix() for p in ours.rglob("*") if p.is_file()}
     assert ours_files == chunk_files
     for name in sorted(chunk_files - {".zarray", ".zattrs"}):
-        assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
+        mine, twins = (ours / name).read_bytes(), (theirs / name).read_bytes()
+        if case_id == "compressor-gzip":  # a gzip header carries its write time (RFC 1952 MTIME)
+            mine, twins = mine[:4] + mine[8:], twins[:4] + twins[8:]
+        assert mine == twins, name
 
 
 def test_resize_through_zarrfs_is_seen_by_zarr_python(tmp_path: Path) -> None:
