@@ -27,7 +27,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,8 @@ from zarrfs.core.formats import FORMATS, NodeFormat, join
 from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME, implicit_group, implies_nodes
 from zarrfs.core.metadata.model import ArrayMetadata, GroupMetadata, check_node_name
 from zarrfs.core.metadata.v3 import array_metadata_v3
-from zarrfs.core.stores.base import ByteRange, RangeRequest, Store
+from zarrfs.core.stores.base import Store
+from zarrfs.core.stores.wrapper import DocumentReads
 
 log = logging.getLogger(__name__)
 
@@ -53,45 +54,6 @@ Metadata = ArrayMetadata | GroupMetadata
 #: is refused with ``MetadataError`` after reading at most this many bytes + 1 (the same bound
 #: as an edit of a metadata view)
 MAX_DOCUMENT_BYTES = 64 << 20
-
-
-class DocumentReads(Store):
-    """A store as metadata readers see it: a whole-object ``get`` reads at most
-    ``MAX_DOCUMENT_BYTES`` + 1 bytes and refuses a longer document, so a huge or sparse
-    document file cannot make the reader allocate more. Everything else is passed through."""
-
-    def __init__(self, store: Store, limit: int = MAX_DOCUMENT_BYTES) -> None:
-        self._store = store
-        self.limit = limit
-        self.url = store.url
-        self.writable = store.writable
-        self.listable = store.listable
-
-    def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
-        if byte_range is not None:
-            return self._store.get(key, byte_range)
-        data = self._store.get(key, ByteRange(0, self.limit + 1))
-        if data is not None and len(data) > self.limit:
-            raise MetadataError(f"{key}: metadata document larger than {self.limit} bytes")
-        return data
-
-    def size(self, key: str) -> int | None:
-        return self._store.size(key)
-
-    def version(self, key: str) -> str | None:
-        return self._store.version(key)
-
-    def set(self, key: str, data: bytes | memoryview) -> None:
-        self._store.set(key, data)
-
-    def delete(self, key: str) -> None:
-        self._store.delete(key)
-
-    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
-        return self._store.list_dir(prefix)
-
-    def list_prefix(self, prefix: str) -> Iterator[str]:
-        return self._store.list_prefix(prefix)
 
 
 def _implicit_write(store: Store, path: str, metadata: Metadata) -> None:
@@ -132,7 +94,7 @@ class Hierarchy:
     def __init__(self, store: Store, engine: Engine | None = None) -> None:
         self.store = store
         #: what metadata documents are read through (bounded reads)
-        self.documents = DocumentReads(store)
+        self.documents = DocumentReads(store, MAX_DOCUMENT_BYTES)
         self.engine = engine or Engine()
         self._lock = threading.Lock()
         self._nodes: dict[str, Node] = {}

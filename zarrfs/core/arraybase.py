@@ -1,0 +1,177 @@
+"""The state every part of a ``ZarrArray`` shares, and its geometry.
+
+``ZarrArray`` is assembled from parts, each in its own module: ``readpath.ReadPath`` (cache,
+loads in flight, prefetch), ``flushing.Flushing`` (the dirty set and when it is stored),
+``writepath.WritePath`` (applying writes) and ``array.ZarrArray`` (the public facade, resize).
+This base holds their shared state, created once here, and the locks of docs/write-path.md.
+
+Invariants:
+- every attribute below is guarded by the lock named beside it; the locks are taken only in
+  the order of docs/write-path.md (``_flush_lock``, ``_write_lock``, a stripe, ``_lock``);
+- the unit strategy (``_units``) is chosen once, from the metadata, and never changes;
+- the shape (``shape``, ``grid``, ``_unit_grid``) changes only under ``_write_lock`` and
+  ``_flush_lock`` together (``resize``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any, Literal
+
+import numpy as np
+
+from zarrfs.core.codecs.chain import PreparedChain
+from zarrfs.core.engine import Engine
+from zarrfs.core.errors import InvalidWriteError
+from zarrfs.core.grid import RegularGrid
+from zarrfs.core.layout import Box, flat_to_boxes
+from zarrfs.core.metadata.model import ArrayMetadata
+from zarrfs.core.stores.base import Store
+from zarrfs.core.stores.wrapper import CountingReads
+from zarrfs.core.units import PlainUnits, ShardedUnits, UnitContext, choose_units
+
+Coords = tuple[int, ...]
+
+_NSTRIPES = 64
+
+_ORDER_CHAR: dict[str, Literal["<", ">", "="]] = {"little": "<", "big": ">", "native": "="}
+
+
+def byte_order_char(byte_order: str) -> Literal["<", ">", "="]:
+    try:
+        return _ORDER_CHAR[byte_order]
+    except KeyError:
+        raise ValueError(f"byte order must be little, big or native, not {byte_order!r}") from None
+
+
+@dataclass(eq=False)
+class Load:
+    """One load job in flight: the units of one outer chunk it brings, and its result."""
+
+    outer: Coords
+    units: list[Coords]
+    done: Future[dict[Coords, Any]] = field(default_factory=Future)
+    #: the queued pool task, when a prefetch started the load (a waiter may take it back)
+    task: Future[None] | None = None
+    #: a waiter took the queued task back and runs it (set under the array's ``_lock``)
+    claimed: bool = False
+
+
+class ArrayState:
+    """Shared state and geometry of one array (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        metadata: ArrayMetadata,
+        engine: Engine | None = None,
+        save_metadata: Callable[[ArrayMetadata], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.path = path
+        #: what chunk and shard I/O goes through: the store, counting bytes fetched
+        self._io = CountingReads(store, self._count_fetched)
+        self.metadata = metadata
+        self.engine = engine or Engine()
+        self._save_metadata = save_metadata
+        self.uid = self.engine.new_uid()
+        self.dtype: np.dtype[Any] = metadata.data_type.dtype
+        self.itemsize = self.dtype.itemsize
+        #: plain chunks or inner chunks of shards, chosen once
+        self._units = choose_units(
+            metadata,
+            UnitContext(self._io, self.engine, self.uid, path, self.chunk_key, self._get_epoch),
+        )
+        self._chunk_spec = self._units.chunk_spec
+        self._unit_spec = self._units.unit_spec
+        self._set_shape(metadata.shape)
+        self._lock = threading.Lock()  # guards _dirty, _unknown, _frozen, _inflight, _epoch
+        self._write_lock = threading.RLock()  # one writer or flush commit at a time
+        self._flush_lock = threading.Lock()
+        #: per-unit load locks, made on first use (listing many arrays never needs them)
+        self._stripes: list[threading.Lock] | None = None
+        self._dirty: dict[Coords, np.ndarray[Any, Any]] = {}
+        #: dirty units whose old content was never loaded: which rows (all axes but the last)
+        #: have been written; the others are loaded and merged before anyone needs them
+        self._unknown: dict[Coords, np.ndarray[Any, Any]] = {}
+        self._frozen: set[Coords] = set()
+        #: dirty units every element of which has been written (write-behind candidates)
+        self._complete: set[Coords] = set()
+        #: a write-behind flush of this array is queued or running
+        self._behind = False
+        #: unit -> the load bringing it (one load job may bring several units of a shard)
+        self._inflight: dict[Coords, Load] = {}
+        self._epoch = 0
+        self._dirty_since: float | None = None
+        #: last change of the data through this object (the data files' mtime)
+        self.mtime_ns = time.time_ns()
+        self._last_end = -1
+        #: flat byte offset up to which loads have been started by prefetching
+        self._prefetch_end = 0
+        self._stored_bytes: int | None = None
+
+    @property
+    def _prepared(self) -> PreparedChain | None:
+        """The prepared chain of a plain chunk (None when units are inner chunks of shards)."""
+        return self._units.prepared if isinstance(self._units, PlainUnits) else None
+
+    def _get_epoch(self) -> int:
+        with self._lock:
+            return self._epoch
+
+    def _count_fetched(self, n: int) -> None:
+        self.engine.stats.add(self.path, "bytes_fetched", n)
+
+    def _set_shape(self, shape: tuple[int, ...]) -> None:
+        self.shape = tuple(shape)
+        self.grid = RegularGrid(self.shape, self.metadata.chunk_shape)
+        ext = tuple(n * c for n, c in zip(self.grid.grid_shape, self.metadata.chunk_shape))
+        self._unit_grid = RegularGrid(ext, self._unit_spec.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return prod(self.shape) * self.itemsize
+
+    @property
+    def chunk_nbytes(self) -> int:
+        """Size of one ``chunks/`` file: the full (outer) chunk shape."""
+        return prod(self.metadata.chunk_shape) * self.itemsize
+
+    @property
+    def sharded(self) -> bool:
+        return isinstance(self._units, ShardedUnits)
+
+    def chunk_key(self, coords: Coords) -> str:
+        return self.metadata.chunk_store_key(self.path, coords)
+
+    def _check_chunk(self, coords: Coords) -> None:
+        if not self.grid.contains(tuple(coords)):
+            raise InvalidWriteError(f"chunk {coords} is outside the grid {self.grid.grid_shape}")
+
+    def _view_boxes(self, origin: Coords, shape: tuple[int, ...], e0: int, e1: int) -> list[Box]:
+        boxes = flat_to_boxes(shape, e0, e1)
+        if any(origin):
+            boxes = [
+                Box(
+                    tuple(a + o for a, o in zip(b.starts, origin)),
+                    tuple(a + o for a, o in zip(b.stops, origin)),
+                    b.flat_start,
+                )
+                for b in boxes
+            ]
+        return boxes
+
+    def _stripe(self, unit: Coords) -> threading.Lock:
+        stripes = self._stripes
+        if stripes is None:
+            with self._lock:
+                if self._stripes is None:
+                    self._stripes = [threading.Lock() for _ in range(_NSTRIPES)]
+                stripes = self._stripes
+        return stripes[hash(unit) % _NSTRIPES]

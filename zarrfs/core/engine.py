@@ -1,0 +1,135 @@
+"""The engine: what all arrays of one mount share (caches, worker threads, counters, limits).
+
+Invariants:
+- ``cache_size`` bounds dirty units, decoded cached units and the buffers of work in flight
+  together (see ``Engine``);
+- ``working`` never lets reservations pass ``work_limit`` except for one job running alone,
+  and a job never waits for a reservation while it holds one;
+- ``run_all`` finishes every call it is given even when every pool thread is blocked: a call
+  still queued when its caller comes to wait for it runs in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from zarrfs.core.cache import LRUCache
+from zarrfs.core.stats import Stats
+
+
+@dataclass
+class Engine:
+    """What all arrays of one mount share: caches, worker threads, counters, limits.
+
+    Memory: ``cache_size`` bounds decoded chunks and unflushed writes together. Dirty chunks may
+    take up to ``dirty_limit`` (three quarters of it by default): when a write takes the
+    mount's dirty bytes past that, the writer flushes the array's oldest dirty units (down to
+    half the limit) before returning. The decoded-chunk cache gets whatever dirty chunks leave
+    (its capacity follows ``dirty_bytes``), and shard indexes a sixteenth on top. A sequential
+    writer of a row-major file dirties a whole layer of chunks before the first one is
+    complete, so a small dirty share would flush every chunk half-written several times.
+
+    Work in flight holds memory too: an encode holds the encoded bytes (and the codecs'
+    intermediate buffers) until the store has them, a load the fetched bytes and the decoded
+    units until they are cached. Such work reserves its bound with
+    ``working(n)`` for as long as it runs; reservations shrink the decoded-chunk cache like
+    dirty bytes do, and together they may take at most what the dirty limit leaves
+    (``work_limit``, a quarter of ``cache_size`` by default): more work waits until some
+    finishes, except that one job always runs. So dirty chunks, cached chunks and the buffers
+    of work in flight stay within ``cache_size`` together."""
+
+    cache_size: int = 1 << 30
+    threads: int = 8
+    prefetch_bytes: int = 64 << 20
+    dirty_limit: int | None = None
+    read_only: bool = False
+    chunk_cache: LRUCache[Any, Any] = field(init=False)
+    index_cache: LRUCache[Any, Any] = field(init=False)
+    executor: ThreadPoolExecutor = field(init=False)
+    stats: Stats = field(default_factory=Stats)
+
+    def __post_init__(self) -> None:
+        most = self.cache_size * 3 // 4
+        self.dirty_limit = most if self.dirty_limit is None else min(self.dirty_limit, most)
+        self.chunk_cache = LRUCache(self.cache_size)
+        self._dirty_lock = threading.Condition(threading.Lock())
+        #: bytes of dirty (unflushed) chunk copies of every array of the mount
+        self.dirty_bytes = 0
+        #: bytes reserved by work in flight (``working``), at most ``work_limit`` but for one job
+        self.work_bytes = 0
+        self.work_limit = max(1, self.cache_size - self.dirty_limit)
+        self.index_cache = LRUCache(max(1 << 20, self.cache_size // 16))
+        self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix="zarrfs-io")
+        self._uid_lock = threading.Lock()
+        self._next_uid = 0
+
+    def add_dirty(self, n: int) -> int:
+        """Account ``n`` more (or, negative, fewer) dirty bytes; returns the new total."""
+        with self._dirty_lock:
+            self.dirty_bytes += n
+            self._resize_cache()
+            return self.dirty_bytes
+
+    @contextlib.contextmanager
+    def working(self, n: int) -> Iterator[None]:
+        """Reserve ``n`` bytes of the budget while the block runs (see the class docstring).
+
+        Waits while other work holds so much that ``n`` more would pass ``work_limit``. A job
+        must not wait for anything that needs a reservation while it holds one."""
+        with self._dirty_lock:
+            while self.work_bytes and self.work_bytes + n > self.work_limit:
+                self._dirty_lock.wait()
+            self.work_bytes += n
+            self._resize_cache()
+        try:
+            yield
+        finally:
+            with self._dirty_lock:
+                self.work_bytes -= n
+                self._resize_cache()
+                self._dirty_lock.notify_all()
+
+    def _resize_cache(self) -> None:
+        """The decoded-chunk cache gets what dirty chunks and work in flight leave (lock held)."""
+        self.chunk_cache.resize(max(0, self.cache_size - self.dirty_bytes - self.work_bytes))
+
+    def new_uid(self) -> int:
+        with self._uid_lock:
+            self._next_uid += 1
+            return self._next_uid
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def run_all(self, calls: Sequence[Callable[[], Any]]) -> list[Future[Any]]:
+        """Run every call and return their finished futures (result or exception).
+
+        The first call runs in the calling thread, the others in the engine's threads; a call
+        still queued when the caller comes to wait for it is taken back and run in the calling
+        thread. So when every pool thread is blocked (a store that never answers), work of
+        other arrays still finishes instead of queueing behind it.
+        """
+        queued = [self.executor.submit(call) for call in calls[1:]]
+        done = [_run_here(call) for call in calls[:1]]
+        for call, fut in zip(calls[1:], queued):
+            if fut.cancel():
+                fut = _run_here(call)
+            else:
+                fut.exception()  # already running: wait for it
+            done.append(fut)
+        return done
+
+
+def _run_here(call: Callable[[], Any]) -> Future[Any]:
+    """``call()`` in this thread, as a finished future."""
+    fut: Future[Any] = Future()
+    try:
+        fut.set_result(call())
+    except BaseException as exc:
+        fut.set_exception(exc)
+    return fut

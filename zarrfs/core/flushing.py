@@ -1,0 +1,163 @@
+"""The dirty set of an array and when it is stored (flush, write-behind).
+
+Invariants:
+- a flush snapshots the dirty units under ``_write_lock`` and marks them frozen; it encodes
+  and stores them holding only ``_flush_lock``; a write to a frozen unit copies it first, so
+  what is stored is a stable array;
+- a unit is marked clean (``_commit``) only if the stored array is still its dirty copy, and
+  only after the store has its bytes; the stored array then goes to the cache and the epoch
+  advances, so loads that overlapped the commit are not cached;
+- a failed job leaves its units dirty (unfrozen) and the flush raises the first error after
+  every job ran;
+- one flush per array at a time (``_flush_lock``, always taken before ``_write_lock``), and one
+  write-behind flush per array queued or running (``_behind``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zarrfs.core.arraybase import Coords
+from zarrfs.core.errors import ZarrFSError
+from zarrfs.core.readpath import ReadPath
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DirtyState:
+    """Unstored data of one array: bytes of dirty units, stored objects (chunks or shards)
+    they belong to, how many of those are being encoded and stored now, and the age of the
+    oldest write not stored yet (0 when clean)."""
+
+    nbytes: int = 0
+    objects: int = 0
+    writing: int = 0
+    oldest_age_s: float = 0.0
+
+
+class Flushing(ReadPath):
+    """Storing dirty units: ``flush`` (all, the oldest, or chosen ones) and write-behind."""
+
+    @property
+    def dirty(self) -> bool:
+        with self._lock:
+            return bool(self._dirty)
+
+    def dirty_state(self) -> DirtyState:
+        """What this array holds that the store does not have yet (``stats.json``'s ``dirty``)."""
+        with self._lock:
+            objects = {self._units.location(u)[0] for u in self._dirty}
+            writing = {self._units.location(u)[0] for u in self._frozen}
+            since = self._dirty_since
+            return DirtyState(
+                nbytes=sum(arr.nbytes for arr in self._dirty.values()),
+                objects=len(objects),
+                writing=len(writing & objects),
+                oldest_age_s=0.0 if since is None else time.monotonic() - since,
+            )
+
+    def dirty_age(self) -> float:
+        """Seconds since the oldest unflushed write (0 when clean)."""
+        with self._lock:
+            return 0.0 if self._dirty_since is None else time.monotonic() - self._dirty_since
+
+    def flush(self, down_to: int | None = None, only: Sequence[Coords] | None = None) -> None:
+        """Encode and store every dirty unit; on return they are in the store (or it raised).
+
+        With ``down_to``, only the oldest dirty units, until the mount's dirty bytes would be
+        at most ``down_to``; with ``only``, those of these units that are still dirty.
+
+        Lock order (docs/write-path.md): ``_flush_lock``, then ``_write_lock`` for the snapshot
+        only; the caller holds neither."""
+        with self._flush_lock:
+            self._flush_locked(down_to, only)
+
+    def _flush_locked(
+        self, down_to: int | None = None, only: Sequence[Coords] | None = None
+    ) -> None:
+        """``flush`` with ``_flush_lock`` held by the caller (and maybe ``_write_lock``)."""
+        with self._write_lock:
+            with self._lock:
+                if only is None:
+                    units = list(self._dirty)
+                else:
+                    units = [u for u in only if u in self._dirty]
+                if down_to is not None:
+                    excess = self.engine.dirty_bytes - down_to
+                    for n, u in enumerate(units):
+                        if excess <= 0:
+                            del units[n:]
+                            break
+                        excess -= self._dirty[u].nbytes
+                unmerged = [u for u in units if u in self._unknown]
+            if unmerged:
+                self._merge_unknown(unmerged)  # may raise: nothing flushed, all still dirty
+            with self._lock:
+                snapshot = {u: self._dirty[u] for u in units if u in self._dirty}
+                self._frozen.update(snapshot)
+        if not snapshot:
+            return
+        jobs = [
+            functools.partial(self._store_units, outer, {u: snapshot[u] for u in us})
+            for outer, us in self._units.groups(list(snapshot)).items()
+        ]
+        done = self.engine.run_all(jobs)
+        errors = [exc for f in done if (exc := f.exception()) is not None]
+        if errors:
+            with self._lock:
+                self._frozen.difference_update(snapshot)
+            raise errors[0]
+
+    def _store_units(self, outer: Coords, units: dict[Coords, Any]) -> None:
+        """One flush job: store the frozen units of one outer chunk, then commit them."""
+        self._units.store(outer, units)
+        self._commit(units)
+
+    def _commit(self, written: dict[Coords, Any]) -> None:
+        """Mark units clean after their bytes reached the store."""
+        cache = self.engine.chunk_cache
+        freed = 0
+        with self._lock:
+            self._epoch += 1
+            for u, done in written.items():
+                current = self._dirty.get(u)
+                if current is not None and current is done:
+                    del self._dirty[u]
+                    self._frozen.discard(u)
+                    self._complete.discard(u)
+                    freed += current.nbytes
+                    cache.put((self.uid, u), done)
+                else:
+                    cache.pop((self.uid, u))
+            if not self._dirty:
+                self._dirty_since = None
+            self._stored_bytes = None
+        self.engine.add_dirty(-freed)
+
+    def _write_behind(self) -> None:
+        """Start storing the completely written dirty units in the background, so a
+        sequential writer rarely waits for a flush (one such flush per array at a time)."""
+        with self._lock:
+            if self._behind:
+                return
+            units = [u for u in self._complete if u in self._dirty and u not in self._frozen]
+            if not units:
+                return
+            self._behind = True
+
+        def run() -> None:
+            try:
+                self.flush(only=units)
+            except ZarrFSError as exc:  # the units stay dirty; the next flush reports it
+                log.warning("%s: background flush failed: %s", self.path or "/", exc)
+            finally:
+                with self._lock:
+                    self._behind = False
+
+        self.engine.executor.submit(run)

@@ -1,0 +1,300 @@
+"""The read path of an array: units from the dirty set, the cache or the store.
+
+Invariants:
+- a clean unit array (cache, load in flight) is never mutated; readers copy out of a dirty
+  unit under its stripe lock, so they see each write to that unit whole or not at all;
+- each unit is loaded by at most one load at a time (``_inflight``): a reader needing a unit
+  that is being loaded joins that load (and may take a queued prefetch back to run it itself);
+- a load that overlapped a commit (the epoch moved) is not cached, so the cache never holds
+  bytes older than the store;
+- a missing unit reads as the fill value without decoding; a unit that fails to load raises
+  and is never replaced by the fill value;
+- deferred dirty units (rows written whole, old content never loaded) are completed from the
+  store before anyone reads them (``_merge_unknown``);
+- prefetch loads only what fits in the chunk cache beside the units the reader uses now.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable, Sequence
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from zarrfs.core.arraybase import ArrayState, Coords, Load, byte_order_char
+from zarrfs.core.errors import InvalidWriteError
+from zarrfs.core.layout import box_pieces, element_range, flat_to_boxes
+from zarrfs.core.units import MISSING
+
+log = logging.getLogger(__name__)
+
+#: a read starting this close to where the previous one ended counts as sequential
+_SEQUENTIAL_SLACK = 1 << 20
+
+
+class ReadPath(ArrayState):
+    """Reading units: the dirty set first, then the chunk cache, then loads."""
+
+    def _read_view(
+        self,
+        origin: Coords,
+        shape: tuple[int, ...],
+        offset: int,
+        size: int,
+        byte_order: str,
+        cached_only: bool = False,
+    ) -> memoryview | None:
+        total = prod(shape) * self.itemsize
+        if offset < 0 or size < 0:
+            raise InvalidWriteError("negative offset or size")
+        size = min(size, total - offset)
+        if size <= 0:
+            return memoryview(b"")
+        out_dtype = self.dtype.newbyteorder(byte_order_char(byte_order))
+        e0, e1, skip = element_range(offset, size, self.itemsize)
+        out = np.empty(e1 - e0, dtype=out_dtype)
+        boxes = self._view_boxes(origin, shape, e0, e1)
+        plan = [(b, list(box_pieces(self._unit_grid, b))) for b in boxes]
+        wanted = {p.coords for _, pieces in plan for p in pieces}
+        if cached_only:
+            cached = self._cached_units(wanted)
+            if cached is None:
+                return None
+            units = cached
+        else:
+            units = self._get_units(wanted)
+        fill = self._unit_spec.fill_value
+        for b, pieces in plan:
+            view = out[b.flat_start - e0 : b.flat_start - e0 + b.size].reshape(b.shape)
+            for p in pieces:
+                src, dirty = units[p.coords]
+                if src is MISSING:
+                    view[p.box_sel] = fill
+                elif dirty:
+                    with self._stripe(p.coords):
+                        view[p.box_sel] = src[p.chunk_sel]
+                else:
+                    view[p.box_sel] = src[p.chunk_sel]
+        if cached_only:
+            self.engine.stats.add_counts(
+                self.path, {"bytes_served": size, "cache_hits": len(units)}
+            )
+        else:
+            self.engine.stats.add(self.path, "bytes_served", size)
+        raw = out.view(np.uint8)[skip : skip + size]
+        raw.flags.writeable = False
+        return memoryview(raw.data)
+
+    def _cached_units(self, coords: set[Coords]) -> dict[Coords, tuple[Any, bool]] | None:
+        """Every unit from the chunk cache, or None if one is dirty or not cached."""
+        if self._dirty:
+            with self._lock:
+                if not self._dirty.keys().isdisjoint(coords):
+                    return None
+        uid = self.uid
+        hits = self.engine.chunk_cache.get_all([(uid, c) for c in coords])
+        if hits is None:
+            return None
+        return {key[1]: (arr, False) for key, arr in hits.items()}
+
+    def _get_units(self, coords: Iterable[Coords]) -> dict[Coords, tuple[Any, bool]]:
+        """Every requested unit as (array or MISSING, is_dirty); loads what is not cached."""
+        result: dict[Coords, tuple[Any, bool]] = {}
+        need: list[Coords] = []
+        cache = self.engine.chunk_cache
+        coords = list(coords)
+        if self._unknown:
+            with self._lock:
+                unmerged = [c for c in coords if c in self._unknown]
+            if unmerged:
+                self._merge_unknown(unmerged)
+        with self._lock:
+            for c in coords:
+                d = self._dirty.get(c)
+                if d is not None:
+                    result[c] = (d, c not in self._frozen)
+        for c in coords:
+            if c in result:
+                continue
+            hit = cache.get((self.uid, c))
+            if hit is not None:
+                result[c] = (hit, False)
+            else:
+                need.append(c)
+        self.engine.stats.add(self.path, "cache_hits", len(result))
+        if need:
+            self.engine.stats.add(self.path, "cache_misses", len(need))
+            for c, arr in self._load(need).items():
+                result[c] = (arr, False)
+        return result
+
+    def _merge_unknown(self, units: Sequence[Coords]) -> None:
+        """Load the old content of deferred dirty units and fill their unwritten rows."""
+        todo = []
+        with self._lock:
+            for u in units:
+                rows = self._unknown.get(u)
+                if rows is None:
+                    continue
+                if rows.all():  # fully written: nothing to merge
+                    del self._unknown[u]
+                else:
+                    todo.append(u)
+        if not todo:
+            return
+        old = self._load(todo)  # may raise: the units stay dirty and unmerged
+        for u in todo:
+            with self._stripe(u):
+                with self._lock:
+                    rows = self._unknown.pop(u, None)
+                    arr = self._dirty.get(u)
+                if rows is None or arr is None:
+                    continue
+                keep = ~rows
+                if old[u] is MISSING:
+                    arr[keep] = self._unit_spec.fill_value
+                else:
+                    arr[keep] = old[u][keep]
+
+    def _load(self, units: Sequence[Coords]) -> dict[Coords, Any]:
+        """Load units from the store concurrently (joining loads already in flight)."""
+        groups = self._units.groups(units)
+        waits: list[Load] = []
+        mine: list[Load] = []
+        out: dict[Coords, Any] = {}
+        cache = self.engine.chunk_cache
+        with self._lock:
+            for outer, us in groups.items():
+                need = []
+                for u in us:
+                    running = self._inflight.get(u)
+                    if running is not None:  # being loaded: join that load
+                        if all(w is not running for w in waits):
+                            waits.append(running)
+                        continue
+                    # a load that finished since the caller missed the cache put its units
+                    # there before leaving ``_inflight`` (concurrent kernel read-ahead)
+                    hit = cache.get((self.uid, u), count=False)
+                    if hit is not None:
+                        out[u] = hit
+                    else:
+                        need.append(u)
+                if need:
+                    load = Load(outer, need)
+                    for u in need:
+                        self._inflight[u] = load
+                    mine.append(load)
+        # our jobs in worker threads and here (``run_all``); a prefetch we join that is still
+        # queued behind busy threads is taken back and run here
+        self.engine.run_all([functools.partial(self._run_load, load) for load in mine])
+        for load in waits:
+            if load.task is None:
+                continue
+            with self._lock:  # one waiter takes a queued prefetch back (cancel() stays True)
+                claimed = not load.claimed and load.task.cancel()
+                if claimed:
+                    load.claimed = True
+            if claimed:
+                self._run_load(load)
+        for load in mine:
+            out.update(load.done.result())
+        for load in waits:
+            out.update(load.done.result())
+        return {u: out[u] for u in units}
+
+    def _run_load(self, load: Load) -> None:
+        """Run one load job; its units go to the cache unless a commit overlapped it."""
+        units = load.units
+        try:
+            with self._lock:
+                epoch = self._epoch
+            # the encoded bytes and the decoded units this load holds before they are cached
+            with self.engine.working(2 * self._unit_spec.nbytes * len(units)):
+                res = self._units.load(load.outer, units)
+            with self._lock:
+                cacheable = epoch == self._epoch
+            if cacheable:
+                for u, arr in res.items():
+                    self.engine.chunk_cache.put((self.uid, u), arr)
+            load.done.set_result(res)
+        except BaseException as exc:
+            load.done.set_exception(exc)
+        finally:
+            with self._lock:
+                for u in units:
+                    if self._inflight.get(u) is load:
+                        del self._inflight[u]
+
+    def _units_in(self, start: int, stop: int) -> list[Coords]:
+        """The units holding the flat bytes ``[start, stop)``, in the order a reader meets them."""
+        e0, e1, _ = element_range(start, max(0, stop - start), self.itemsize)
+        wanted: list[Coords] = []
+        seen: set[Coords] = set()
+        for b in flat_to_boxes(self.shape, e0, e1):
+            for p in box_pieces(self._unit_grid, b):
+                if p.coords not in seen:
+                    seen.add(p.coords)
+                    wanted.append(p.coords)
+        return wanted
+
+    def _maybe_prefetch(self, offset: int, size: int) -> None:
+        """On sequential reads, start loading the units the next bytes will need.
+
+        Reads within ``_SEQUENTIAL_SLACK`` of the previous end count as sequential (the kernel
+        sends read-ahead requests concurrently, slightly out of order). The plan is redone
+        every half window of bytes read; each starts at most one window of new loads.
+
+        How far ahead: as far as the units met ahead fit in the chunk cache beside the units
+        the reader uses now (those of the last window it read). A row-major reader of a
+        chunked array uses a whole layer of chunks at once and meets the next layer's chunks
+        only a layer of bytes later; loading them while the current layer is served, and never
+        so many that the cache evicts the current layer, keeps the reader from waiting at
+        every layer and from reloading the chunks it is still reading."""
+        end = offset + size
+        sequential = abs(offset - self._last_end) <= _SEQUENTIAL_SLACK
+        self._last_end = end
+        if not sequential:
+            self._prefetch_end = end
+            return
+        window = self.engine.prefetch_bytes
+        if self._prefetch_end - end > window // 2 or end >= self.nbytes:
+            return
+        self._prefetch_end = end + window
+        cache = self.engine.chunk_cache
+        unit_bytes = self._unit_spec.nbytes
+        using = set(self._units_in(max(0, end - window), end))
+        # two windows of slack: the reader's next requests and other arrays also need room
+        room = cache.capacity - len(using) * unit_bytes - 2 * window
+        reach = max(window, room)  # flat bytes scanned ahead (their units take >= as many)
+        wanted: list[Coords] = []
+        new = 0
+        for u in self._units_in(end, min(self.nbytes, end + reach)):
+            if u in using:
+                continue
+            room -= unit_bytes
+            if room < 0:
+                break
+            if u in self._dirty or (self.uid, u) in cache:
+                continue
+            new += unit_bytes
+            if new > window:
+                break
+            wanted.append(u)
+        for outer, us in self._units.groups(wanted).items():
+            with self._lock:  # not already loading, not loaded meanwhile
+                us = [u for u in us if u not in self._inflight and (self.uid, u) not in cache]
+                if not us:
+                    continue
+                load = Load(outer, us)
+                for u in us:
+                    self._inflight[u] = load
+            load.task = self.engine.executor.submit(self._prefetch_load, load)
+
+    def _prefetch_load(self, load: Load) -> None:
+        self._run_load(load)
+        exc = load.done.exception()
+        if exc is not None:
+            log.debug("prefetch of %s failed: %s", self.path, exc)

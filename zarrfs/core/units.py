@@ -1,0 +1,201 @@
+"""How an array's units are loaded and stored: plain chunks or the inner chunks of shards.
+
+Chosen once per array (``choose_units``), the way tensorstore picks a leaf or a sharded chunk
+cache: a plain ``sharding_indexed`` chain (no codec before or after it) moves inner chunks,
+anything else moves whole chunks. The rest of the engine never asks which one it has.
+
+Invariants:
+- units live on a grid over the *extended* array (whole chunks), so a unit is always of the
+  full unit shape (``unit_spec``);
+- ``load`` returns every unit it was asked for, as an array or ``MISSING`` (not in the
+  store: reads as the fill value); a unit that cannot be loaded raises, it is never replaced
+  by the fill value;
+- a plain chunk is fetched with a byte range of at most its chain's ``max_encoded_size`` + 1
+  bytes, so an oversized stored object costs no more memory than a valid chunk;
+- ``store`` reserves the memory it holds (``Engine.working``) while it encodes and writes, and
+  never marks anything clean (the dirty set does that once ``store`` returned);
+- the shard index cache entry of a shard is dropped whenever that shard is rewritten or found
+  corrupt, and an index read that overlapped a commit (``epoch`` moved) is not cached.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zarrfs.core.codecs.base import ChunkSpec
+from zarrfs.core.codecs.chain import PreparedChain
+from zarrfs.core.codecs.sharding import ShardingCodec
+from zarrfs.core.engine import Engine
+from zarrfs.core.errors import CorruptDataError, StoreError
+from zarrfs.core.metadata.model import ArrayMetadata
+from zarrfs.core.sharding.access import (
+    read_inner_chunks,
+    read_shard_index,
+    rewrite_memory,
+    rewrite_shard,
+)
+from zarrfs.core.stores.base import ByteRange, Store
+
+Coords = tuple[int, ...]
+
+#: the value of a unit (or shard index) that is not in the store
+MISSING = np.zeros(0, dtype=np.uint8)
+
+
+@dataclass
+class UnitContext:
+    """What a unit strategy needs from its array."""
+
+    #: chunk and shard I/O: the array's store, counting the bytes fetched
+    io: Store
+    engine: Engine
+    #: the array's identity in the shared caches, and its path (for the counters)
+    uid: int
+    path: str
+    #: store key of outer chunk (or shard) ``coords``
+    key: Callable[[Coords], str]
+    #: the array's commit epoch (read under the array's lock)
+    epoch: Callable[[], int]
+
+
+class UnitStrategy(ABC):
+    """Loads and stores the units of one array."""
+
+    def __init__(self, metadata: ArrayMetadata, ctx: UnitContext) -> None:
+        self.ctx = ctx
+        self.chunk_spec: ChunkSpec = metadata.chunk_spec()
+        #: the spec of one unit (a chunk, or an inner chunk)
+        self.unit_spec: ChunkSpec = self.chunk_spec
+        #: units per outer chunk along each axis
+        self.per_shard: Coords = tuple(1 for _ in metadata.chunk_shape)
+
+    def location(self, unit: Coords) -> tuple[Coords, Coords]:
+        """(outer chunk coords, coords inside the shard) of a unit."""
+        shard = tuple(u // n for u, n in zip(unit, self.per_shard))
+        return shard, tuple(u % n for u, n in zip(unit, self.per_shard))
+
+    def groups(self, units: Sequence[Coords]) -> dict[Coords, list[Coords]]:
+        """The units grouped by the outer chunk that holds them (one job per group)."""
+        out: dict[Coords, list[Coords]] = {}
+        for u in units:
+            out.setdefault(self.location(u)[0], []).append(u)
+        return out
+
+    def store_get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """``io.get`` with the key named in any store error."""
+        try:
+            return self.ctx.io.get(key, byte_range)
+        except StoreError as exc:
+            if key in str(exc):
+                raise
+            raise type(exc)(f"{key}: {exc}") from exc
+
+    @abstractmethod
+    def load(self, outer: Coords, units: list[Coords]) -> dict[Coords, Any]:
+        """The units (all in outer chunk ``outer``) from the store: array or ``MISSING``."""
+
+    @abstractmethod
+    def store(self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]]) -> None:
+        """Encode and store the units of outer chunk ``outer`` (the others keep their bytes)."""
+
+
+class PlainUnits(UnitStrategy):
+    """Units are whole chunks, encoded through the full chain."""
+
+    def __init__(self, metadata: ArrayMetadata, ctx: UnitContext) -> None:
+        super().__init__(metadata, ctx)
+        self.prepared: PreparedChain = metadata.codecs.prepare(self.chunk_spec)
+
+    def load(self, outer: Coords, units: list[Coords]) -> dict[Coords, Any]:
+        (u,) = units
+        key = self.ctx.key(u)
+        # never fetch more than a valid chunk can take (+1 byte to see that it is longer)
+        data = self.store_get(key, ByteRange(0, self.prepared.max_encoded_size + 1))
+        if data is None:
+            return {u: MISSING}
+        try:
+            arr = self.prepared.decode(data)
+        except CorruptDataError as exc:
+            raise CorruptDataError(str(exc), key=key) from None
+        self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
+        return {u: arr}
+
+    def store(self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]]) -> None:
+        arr = units[outer]
+        key = self.ctx.key(outer)
+        store, engine = self.ctx.io, self.ctx.engine
+        if self.chunk_spec.is_fill(arr):
+            store.delete(key)
+            return
+        with engine.working(self.prepared.encode_memory):
+            # a view of the frozen unit where the chain allows (it is copied, never changed,
+            # by writes that come while it is stored)
+            data = self.prepared.encode_buffer(arr)
+            if data is None:
+                store.delete(key)
+            else:
+                store.set(key, data)
+                engine.stats.add(self.ctx.path, "bytes_stored", len(data))
+            del data
+
+
+class ShardedUnits(UnitStrategy):
+    """Units are the inner chunks of shards, read by byte range and rewritten per shard."""
+
+    def __init__(self, metadata: ArrayMetadata, ctx: UnitContext, codec: ShardingCodec) -> None:
+        super().__init__(metadata, ctx)
+        self.codec = codec
+        self.per_shard = codec.chunks_per_shard(metadata.chunk_shape)
+        self.unit_spec = codec.inner_spec(self.chunk_spec)
+
+    def shard_index(self, shard: Coords) -> Any:
+        """The index of ``shard`` (cached), or None when the shard is not stored."""
+        cache, uid = self.ctx.engine.index_cache, self.ctx.uid
+        hit = cache.get((uid, shard))
+        if hit is not None:
+            return None if hit is MISSING else hit
+        epoch = self.ctx.epoch()
+        index = read_shard_index(self.ctx.io, self.ctx.key(shard), self.codec, self.chunk_spec)
+        if epoch == self.ctx.epoch():
+            cache.put((uid, shard), MISSING if index is None else index)
+        return index
+
+    def load(self, outer: Coords, units: list[Coords]) -> dict[Coords, Any]:
+        index = self.shard_index(outer)
+        if index is None:
+            return {u: MISSING for u in units}
+        local = {self.location(u)[1]: u for u in units}
+        try:
+            got = read_inner_chunks(
+                self.ctx.io, self.ctx.key(outer), self.codec, self.chunk_spec, index, list(local)
+            )
+        except (CorruptDataError, StoreError):
+            self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
+            raise
+        decoded = sum(1 for v in got.values() if v is not None)
+        self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded", decoded)
+        return {local[c]: (MISSING if arr is None else arr) for c, arr in got.items()}
+
+    def store(self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]]) -> None:
+        io, engine = self.ctx.io, self.ctx.engine
+        updates = {self.location(u)[1]: arr for u, arr in units.items()}
+        held = rewrite_memory(io, self.codec, self.chunk_spec, len(updates))
+        try:
+            with engine.working(held):
+                rewrite_shard(io, self.ctx.key(outer), self.codec, self.chunk_spec, updates)
+        finally:
+            engine.index_cache.pop((self.ctx.uid, outer))
+
+
+def choose_units(metadata: ArrayMetadata, ctx: UnitContext) -> UnitStrategy:
+    """Inner chunks for a chain that is ``sharding_indexed`` alone, else whole chunks."""
+    chain = metadata.codecs
+    codec = chain.array_bytes
+    if isinstance(codec, ShardingCodec) and not chain.array_array and not chain.bytes_bytes:
+        return ShardedUnits(metadata, ctx, codec)
+    return PlainUnits(metadata, ctx)
