@@ -315,13 +315,18 @@ def _parse_raw(dt: DataType, value: Any) -> np.ndarray[Any, Any]:
     return np.frombuffer(bytes(value), dtype=dt.dtype).reshape(()).copy()
 
 
-def _b64(dt: DataType, value: Any) -> bytes:
+def b64_bytes(value: Any, fail: Callable[[str], MetadataError]) -> bytes:
+    """The bytes of a base64 fill value; ``fail(why)`` makes the error of a bad one."""
     if not isinstance(value, str):
-        raise _fail(dt, value, "expected a base64 string")
+        raise fail("expected a base64 string")
     try:
         return base64.b64decode(value.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):
-        raise _fail(dt, value, "not valid base64") from None
+        raise fail("not valid base64") from None
+
+
+def _b64(dt: DataType, value: Any) -> bytes:
+    return b64_bytes(value, lambda why: _fail(dt, value, why))
 
 
 def _parse_raw_bytes(dt: DataType, value: Any) -> np.ndarray[Any, Any]:

@@ -6,6 +6,9 @@ Invariants:
 - ``encoded_size_bound`` is a deliberately generous upper bound of what any conforming writer
   can produce from ``size`` bytes (headers, per-block overhead, incompressible data). It is only a
   sanity limit on stored objects: a too-tight bound would make valid chunks unreadable.
+- ``decompress_streams`` decodes concatenated streams of a streaming decompressor and never
+  asks one for more than the bytes still allowed + 1 (getting that byte proves the input too
+  large), so its output never passes ``max_size`` + 1 bytes;
 - ``zstd_decompress_into`` decompresses into a buffer of exactly ``capacity`` bytes with the
   zstd library's one-shot API, so it can never produce more; it is used only for frames whose
   header does not state their decoded size (the common case goes through numcodecs).
@@ -16,6 +19,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from zarrfs.core.errors import CorruptDataError
 
@@ -31,6 +36,44 @@ def check_claimed_size(codec: str, claimed: int, max_size: int) -> None:
         raise CorruptDataError(
             f"{codec}: stream claims {claimed} decoded bytes, more than the {max_size} allowed"
         )
+
+
+def decompress_streams(
+    name: str,
+    make: Callable[[], Any],
+    errors: tuple[type[BaseException], ...],
+    data: bytes,
+    max_size: int,
+    check: Callable[[bytes], None] | None = None,
+    padding: bytes = b"",
+) -> bytes:
+    """Decode concatenated streams (each made by ``make()``) within ``max_size`` bytes.
+
+    ``check`` is called on the input of each stream before it is decoded (a magic-byte test);
+    ``padding`` bytes between streams are skipped."""
+    parts: list[bytes] = []
+    produced = 0
+    pending = data
+    while True:
+        if check is not None:
+            check(pending)
+        stream = make()
+        try:
+            # ask for one byte more than allowed: getting it proves the stream is too large
+            out = stream.decompress(pending, max_size - produced + 1)
+        except errors as exc:
+            raise CorruptDataError(f"{name}: {exc}") from None
+        produced += len(out)
+        if produced > max_size:
+            raise CorruptDataError(
+                f"{name}: stream decodes to more than the {max_size} bytes allowed"
+            )
+        if not stream.eof:
+            raise CorruptDataError(f"{name}: truncated stream")
+        parts.append(out)
+        pending = stream.unused_data.lstrip(padding) if padding else stream.unused_data
+        if not pending:
+            return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class _ZstdLibrary:

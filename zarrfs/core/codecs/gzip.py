@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from zarrfs.core.codecs._bounded import encoded_size_bound
+from zarrfs.core.codecs._bounded import decompress_streams, encoded_size_bound
 from zarrfs.core.codecs._config import int_field, refuse_unknown_keys
 from zarrfs.core.codecs.base import BytesBytesCodec, register_codec
 from zarrfs.core.errors import CorruptDataError
@@ -84,29 +84,20 @@ def gzip_decompress_bounded(data: bytes | memoryview, max_size: int) -> bytes:
     pending = bytes(data)
     if not pending:
         raise CorruptDataError("gzip: empty stream")
-    parts: list[bytes] = []
-    produced = 0
-    while True:
-        if not pending.startswith(_GZIP_MAGIC):
-            raise CorruptDataError("gzip: not a gzip stream (bad magic bytes)")
-        member = _INFLATE.decompressobj(_GZIP_WBITS)
-        try:
-            # Ask for one byte more than allowed: getting it proves the stream is too large.
-            out = member.decompress(pending, max_size - produced + 1)
-        except _INFLATE_ERRORS as exc:
-            raise CorruptDataError(f"gzip: {exc}") from None
-        produced += len(out)
-        if produced > max_size:
-            raise CorruptDataError(
-                f"gzip: stream decodes to more than the {max_size} bytes allowed"
-            )
-        if not member.eof:
-            raise CorruptDataError("gzip: truncated stream")
-        parts.append(out)
-        pending = member.unused_data.lstrip(b"\x00")
-        if not pending:
-            break
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    return decompress_streams(
+        "gzip",
+        lambda: _INFLATE.decompressobj(_GZIP_WBITS),
+        _INFLATE_ERRORS,
+        pending,
+        max_size,
+        check=_check_magic,
+        padding=b"\x00",
+    )
+
+
+def _check_magic(pending: bytes) -> None:
+    if not pending.startswith(_GZIP_MAGIC):
+        raise CorruptDataError("gzip: not a gzip stream (bad magic bytes)")
 
 
 register_codec(GzipCodec)

@@ -38,7 +38,7 @@ import numpy as np
 from numcodecs.abc import Codec as NumCodec
 from pcodec import standalone as pcodec_standalone
 
-from zarrfs.core.codecs._bounded import check_claimed_size, encoded_size_bound
+from zarrfs.core.codecs._bounded import check_claimed_size, decompress_streams, encoded_size_bound
 from zarrfs.core.codecs.blosc import BloscCodec
 from zarrfs.core.codecs.gzip import gzip_decompress_bounded
 from zarrfs.core.codecs.zstd import ZstdCodec
@@ -95,38 +95,8 @@ def _decode_lz4(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
     return out
 
 
-def _streams(
-    name: str,
-    make: Callable[[], Any],
-    errors: tuple[type[BaseException], ...],
-    data: bytes,
-    max_size: int,
-) -> bytes:
-    """Decode concatenated streams of a streaming decompressor within ``max_size`` bytes."""
-    parts: list[bytes] = []
-    produced = 0
-    pending = data
-    while True:
-        stream = make()
-        try:
-            out = stream.decompress(pending, max_size - produced + 1)
-        except errors as exc:
-            raise CorruptDataError(f"{name}: {exc}") from None
-        produced += len(out)
-        if produced > max_size:
-            raise CorruptDataError(
-                f"{name}: stream decodes to more than the {max_size} bytes allowed"
-            )
-        if not stream.eof:
-            raise CorruptDataError(f"{name}: truncated stream")
-        parts.append(out)
-        pending = stream.unused_data
-        if not pending:
-            return b"".join(parts)
-
-
 def _decode_bz2(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
-    return _streams("bz2", bz2.BZ2Decompressor, (OSError, ValueError), data, max_size)
+    return decompress_streams("bz2", bz2.BZ2Decompressor, (OSError, ValueError), data, max_size)
 
 
 def _decode_lzma(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
@@ -138,7 +108,7 @@ def _decode_lzma(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes
             return lzma.LZMADecompressor(fmt, filters=filters)
         return lzma.LZMADecompressor(fmt, memlimit=LZMA_MEMLIMIT)
 
-    return _streams("lzma", make, (lzma.LZMAError, ValueError), data, max_size)
+    return decompress_streams("lzma", make, (lzma.LZMAError, ValueError), data, max_size)
 
 
 def _decode_checksum(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:

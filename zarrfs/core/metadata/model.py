@@ -325,3 +325,18 @@ class GroupMetadata(_NodeDocument):
     def __repr__(self) -> str:
         n = None if self.consolidated is None else len(self.consolidated)
         return f"GroupMetadata(zarr_format={self.zarr_format!r}, consolidated={n})"
+
+
+def int_list(value: Any, what: str, minimum: int) -> tuple[int, ...]:
+    """A JSON list of integers in ``[minimum, 2^63)`` of at most ``MAX_NDIM`` items (a shape,
+    a chunk shape) as a tuple; anything else is ``MetadataError`` naming ``what``."""
+    if not isinstance(value, list):
+        raise MetadataError(f"{what} must be a list of integers, got {value!r}")
+    if len(value) > MAX_NDIM:
+        raise MetadataError(f"{what} has {len(value)} dimensions; at most {MAX_NDIM} supported")
+    for n in value:
+        if type(n) is not int or not minimum <= n <= MAX_NBYTES:
+            raise MetadataError(
+                f"{what} must hold integers in [{minimum}, 2^63), got {n!r} in {value!r}"
+            )
+    return tuple(value)

@@ -34,12 +34,12 @@ from zarrfs.core.errors import MetadataError, UnsupportedError, VariableLengthEl
 from zarrfs.core.keys import ChunkKeyEncoding
 from zarrfs.core.metadata.model import (
     MAX_NBYTES,
-    MAX_NDIM,
     ArrayMetadata,
     DocumentFormat,
     GroupMetadata,
     check_attributes,
     check_node_name,
+    int_list,
     load_json_object,
     register_document_format,
 )
@@ -187,17 +187,6 @@ def _array(
         document=doc,
         raw=raw,
     )
-
-
-def int_list(value: Any, what: str, minimum: int) -> tuple[int, ...]:
-    if not isinstance(value, list):
-        raise MetadataError(f"{what} must be a list of integers, got {value!r}")
-    if len(value) > MAX_NDIM:
-        raise MetadataError(f"{what} has {len(value)} dimensions; at most {MAX_NDIM} supported")
-    for n in value:
-        if type(n) is not int or not minimum <= n <= MAX_NBYTES:
-            raise MetadataError(f"{what} must hold integers >= {minimum}, got {n!r} in {value!r}")
-    return tuple(value)
 
 
 def build_array(

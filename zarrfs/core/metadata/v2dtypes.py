@@ -27,7 +27,6 @@ count (or ``"NaT"``) for datetimes. Problems raise ``MetadataError`` naming the 
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import math
 import re
@@ -36,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from zarrfs.core.dtypes import MAX_ITEMSIZE, DataType
+from zarrfs.core.dtypes import MAX_ITEMSIZE, DataType, b64_bytes
 from zarrfs.core.errors import MetadataError, UnsupportedError, VariableLengthElements
 
 _SIMPLE = re.compile(r"([<>|])([biufcmMSUV])([0-9]+)(?:\[([0-9]*)([A-Za-zμ]+)\])?")
@@ -199,12 +198,7 @@ def _float(dt: NumpyDataType, value: Any, part: np.dtype[Any]) -> Any:
 
 
 def _b64(dt: NumpyDataType, value: Any) -> bytes:
-    if not isinstance(value, str):
-        raise _fail(dt, value, "expected a base64 string")
-    try:
-        return base64.b64decode(value.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError):
-        raise _fail(dt, value, "not valid base64") from None
+    return b64_bytes(value, lambda why: _fail(dt, value, why))
 
 
 def parse_fill_value(dt: NumpyDataType, value: Any) -> np.ndarray[Any, Any]:

@@ -35,12 +35,12 @@ from zarrfs.core.extensions import parse_extension
 from zarrfs.core.keys import parse_chunk_key_encoding
 from zarrfs.core.metadata.model import (
     MAX_NBYTES,
-    MAX_NDIM,
     ArrayMetadata,
     GroupMetadata,
     check_attributes,
     check_node_name,
     find_non_finite,
+    int_list,
     load_json_object,
 )
 
@@ -183,7 +183,7 @@ def _array(doc: dict[str, Any], raw: bytes | None) -> ArrayMetadata:
     if missing:
         raise MetadataError(f"array metadata lacks required keys {missing}")
     _check_members(doc, _ARRAY_KNOWN, {"attributes"})
-    shape = _int_list(doc["shape"], "shape", minimum=0)
+    shape = int_list(doc["shape"], "shape", minimum=0)
     data_type = parse_data_type(doc["data_type"])
     chunk_shape = _chunk_grid(doc["chunk_grid"], len(shape))
     _check_size(shape, data_type, "array")
@@ -209,19 +209,6 @@ def _array(doc: dict[str, Any], raw: bytes | None) -> ArrayMetadata:
     return meta
 
 
-def _int_list(value: Any, what: str, minimum: int) -> tuple[int, ...]:
-    if not isinstance(value, list):
-        raise MetadataError(f"{what} must be a list of integers, got {value!r}")
-    if len(value) > MAX_NDIM:
-        raise MetadataError(f"{what} has {len(value)} dimensions; at most {MAX_NDIM} supported")
-    for n in value:
-        if type(n) is not int or not minimum <= n <= MAX_NBYTES:
-            raise MetadataError(
-                f"{what} must hold integers in [{minimum}, 2^63), got {n!r} in {value!r}"
-            )
-    return tuple(value)
-
-
 def _check_size(shape: tuple[int, ...], data_type: DataType, what: str) -> None:
     if prod(shape) * data_type.itemsize > MAX_NBYTES:
         raise MetadataError(
@@ -244,7 +231,7 @@ def _chunk_grid(value: Any, ndim: int) -> tuple[int, ...]:
         raise MetadataError(f"chunk_grid 'regular': unknown configuration keys {sorted(extra)}")
     if "chunk_shape" not in conf:
         raise MetadataError("chunk_grid 'regular' needs configuration.chunk_shape")
-    chunk_shape = _int_list(conf["chunk_shape"], "chunk_grid chunk_shape", minimum=1)
+    chunk_shape = int_list(conf["chunk_shape"], "chunk_grid chunk_shape", minimum=1)
     if len(chunk_shape) != ndim:
         raise MetadataError(
             f"chunk_grid chunk_shape {list(chunk_shape)} has {len(chunk_shape)} dimensions, "
