@@ -152,6 +152,8 @@ class ShardedUnits(UnitStrategy):
         self.codec = codec
         self.per_shard = codec.chunks_per_shard(metadata.chunk_shape)
         self.unit_spec = codec.inner_spec(self.chunk_spec)
+        #: the inner chunks' chain, prepared once for the array
+        self.inner: PreparedChain = codec.inner_chain(self.chunk_spec)
 
     def shard_index(self, shard: Coords) -> Any:
         """The index of ``shard`` (cached), or None when the shard is not stored."""
@@ -172,7 +174,13 @@ class ShardedUnits(UnitStrategy):
         local = {self.location(u)[1]: u for u in units}
         try:
             got = read_inner_chunks(
-                self.ctx.io, self.ctx.key(outer), self.codec, self.chunk_spec, index, list(local)
+                self.ctx.io,
+                self.ctx.key(outer),
+                self.codec,
+                self.chunk_spec,
+                index,
+                list(local),
+                inner=self.inner,
             )
         except (CorruptDataError, StoreError):
             self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
@@ -184,10 +192,11 @@ class ShardedUnits(UnitStrategy):
     def store(self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]]) -> None:
         io, engine = self.ctx.io, self.ctx.engine
         updates = {self.location(u)[1]: arr for u, arr in units.items()}
-        held = rewrite_memory(io, self.codec, self.chunk_spec, len(updates))
+        held = rewrite_memory(io, self.codec, self.chunk_spec, len(updates), inner=self.inner)
         try:
             with engine.working(held):
-                rewrite_shard(io, self.ctx.key(outer), self.codec, self.chunk_spec, updates)
+                key = self.ctx.key(outer)
+                rewrite_shard(io, key, self.codec, self.chunk_spec, updates, inner=self.inner)
         finally:
             engine.index_cache.pop((self.ctx.uid, outer))
 

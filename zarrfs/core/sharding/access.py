@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from zarrfs.core.codecs.base import ChunkSpec
+from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.codecs.sharding import ShardingCodec
 from zarrfs.core.errors import CorruptDataError, StoreError
 from zarrfs.core.sharding import format as fmt
@@ -93,11 +94,14 @@ def read_inner_chunks(
     coords: Sequence[tuple[int, ...]],
     *,
     coalesce_gap: int = COALESCE_GAP,
+    inner: PreparedChain | None = None,
 ) -> dict[tuple[int, ...], np.ndarray[Any, Any] | None]:
-    """Decoded inner chunks at ``coords`` (None for a missing one; the caller fills it)."""
+    """Decoded inner chunks at ``coords`` (None for a missing one; the caller fills it).
+    ``inner`` is ``codec.inner_chain(shard_spec)`` when the caller has it prepared already."""
     result: dict[tuple[int, ...], np.ndarray[Any, Any] | None] = {}
     wanted: dict[tuple[int, ...], tuple[int, int]] = {}
-    inner = codec.inner_chain(shard_spec)
+    if inner is None:
+        inner = codec.inner_chain(shard_spec)
     for c in coords:
         c = tuple(c)
         entry = index.get(c)
@@ -137,6 +141,8 @@ def rewrite_shard(
     codec: ShardingCodec,
     shard_spec: ChunkSpec,
     updates: Mapping[tuple[int, ...], np.ndarray[Any, Any] | None],
+    *,
+    inner: PreparedChain | None = None,
 ) -> fmt.ShardIndex | None:
     """Replace inner chunks of the shard at ``key`` and store the shard once.
 
@@ -156,7 +162,8 @@ def rewrite_shard(
             raise ValueError(f"inner chunk coords {c} outside the shard grid {cps}")
         if arr is not None and arr.shape != codec.chunk_shape:
             raise ValueError(f"inner chunk {c} has shape {arr.shape}, expected {codec.chunk_shape}")
-    inner = codec.inner_chain(shard_spec)
+    if inner is None:
+        inner = codec.inner_chain(shard_spec)
     kept: dict[tuple[int, ...], tuple[int, int]] = {}
     if len(updates) < int(np.prod(cps)):
         old = read_shard_index(store, key, codec, shard_spec)
@@ -231,10 +238,16 @@ def rewrite_shard(
 
 
 def rewrite_memory(
-    store: Store, codec: ShardingCodec, shard_spec: ChunkSpec, n_updates: int
+    store: Store,
+    codec: ShardingCodec,
+    shard_spec: ChunkSpec,
+    n_updates: int,
+    *,
+    inner: PreparedChain | None = None,
 ) -> int:
     """About the most memory ``rewrite_shard`` holds at once for ``n_updates`` updated chunks."""
-    inner = codec.inner_chain(shard_spec)
+    if inner is None:
+        inner = codec.inner_chain(shard_spec)
     if not store.streams_sets:  # the pieces, then the joined shard
         return 2 * codec.max_encoded_size(shard_spec)
     held = max(COPY_SPAN, inner.max_encoded_size) + inner.encode_memory
