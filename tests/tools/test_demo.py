@@ -83,3 +83,18 @@ def test_no_crc32c_notice_without_google_crc32c(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
     assert "temperature" in res.stdout
+
+
+@pytest.mark.timeout(180)
+def test_demo_unmounts_when_its_reader_goes_away(tmp_path: Path) -> None:
+    """``zarrfs demo | head``: the demo's output pipe closes mid-way; the mount still goes."""
+    demo_cmd = [sys.executable, "-m", "zarrfs", "demo", "--dir", str(tmp_path)]
+    proc = subprocess.Popen(demo_cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    for _ in range(40):  # read past the mount (the info tree and the mount come first)
+        if b"findmnt" in proc.stdout.readline():
+            break
+    proc.stdout.close()
+    proc.wait(170)
+    assert (tmp_path / "mnt").is_dir()
+    assert not os.path.ismount(tmp_path / "mnt")

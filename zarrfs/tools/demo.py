@@ -216,7 +216,10 @@ def main(argv: list[str]) -> int:
         run(["cat", str(mnt / "temperature" / "attributes.json")])
         run(["cat", str(mnt / ".zarrfs" / "stats.json")])
     finally:
-        run([*zarrfs, "umount", str(mnt)], check=False)
+        try:
+            run([*zarrfs, "umount", str(mnt)], check=False)
+        except OSError:  # the terminal went away (``zarrfs demo | head``): unmount all the same
+            subprocess.run([*zarrfs, "umount", str(mnt)], capture_output=True)
     if not args.keep and not args.dir:
         shutil.rmtree(work, ignore_errors=True)
     print("# demo finished: mounted, read with ordinary tools, unmounted", flush=True)
