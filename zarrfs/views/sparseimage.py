@@ -1,5 +1,6 @@
 """An in-memory file that stores only the pages written to it: what libhdf5 writes
-``group.nc`` into (through h5py's file-object driver).
+``group.nc`` into (through h5py's file-object driver), and what tifffile writes the stand-in of a
+TIFF view into (it seeks over the data region of a write without data).
 
 Invariants: unwritten bytes read as zero; memory is one 4 KiB page per page touched by a write,
 at most ``limit`` bytes (a write past it raises ``OSError``, which libhdf5 reports as a failed
@@ -76,6 +77,16 @@ class SparseImage(io.RawIOBase):
         for page in [p for p in self.pages if p * _PAGE >= self.size]:
             del self.pages[page]
         return self.size
+
+    def getrange(self, start: int, stop: int) -> bytes:
+        """Bytes ``start:stop`` of the file (zeros where nothing was written); the position
+        is left as it was."""
+        pos = self.pos
+        try:
+            self.pos = start
+            return self.read(max(0, stop - start)) or b""
+        finally:
+            self.pos = pos
 
     def runs(self) -> list[tuple[int, bytes]]:
         """The written pages merged into (offset, bytes) runs, clipped to the file size."""

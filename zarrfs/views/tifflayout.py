@@ -28,7 +28,6 @@ Invariants:
 from __future__ import annotations
 
 import functools
-import io
 import math
 import mmap
 import struct
@@ -38,6 +37,7 @@ from typing import IO, Any, cast
 import numpy as np
 import tifffile
 
+from zarrfs.views.sparseimage import SparseImage
 from zarrfs.views.tiffmeta import TiffMeta, description
 
 #: the data region starts on a page boundary: the kernel's page-sized reads of the view fall on
@@ -45,54 +45,8 @@ from zarrfs.views.tiffmeta import TiffMeta, description
 _ALIGN = mmap.ALLOCATIONGRANULARITY
 
 
-class _SparseSink(io.RawIOBase):
-    """A seekable in-memory file that keeps only what was written (tifffile skips over the
-    data region of a write without data); unwritten bytes read as zeros."""
-
-    def __init__(self) -> None:
-        self._pos = 0
-        self._size = 0
-        self._writes: list[tuple[int, bytes]] = []
-
-    def readable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = (0, self._pos, self._size)[whence]
-        self._pos = base + offset
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def write(self, b: Any) -> int:
-        data = bytes(b)
-        self._writes.append((self._pos, data))
-        self._pos += len(data)
-        self._size = max(self._size, self._pos)
-        return len(data)
-
-    def readinto(self, b: Any) -> int:
-        view = memoryview(b).cast("B")
-        n = max(0, min(len(view), self._size - self._pos))
-        out = self.getrange(self._pos, self._pos + n)
-        view[:n] = out
-        self._pos += n
-        return n
-
-    def getrange(self, start: int, stop: int) -> bytes:
-        out = bytearray(stop - start)
-        for pos, data in self._writes:  # later writes win, as in a file
-            lo, hi = max(start, pos), min(stop, pos + len(data))
-            if lo < hi:
-                out[lo - start : hi - start] = data[lo - pos : hi - pos]
-        return bytes(out)
+#: most bytes the stand-in file may hold (header, two IFDs and their descriptions)
+_STANDIN_LIMIT = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -156,10 +110,10 @@ def _standin(
     resolution: tuple[float, float] | None,
     big: bool,
     byteorder: str,
-) -> tuple[_SparseSink, tifffile.TiffFile]:
+) -> tuple[SparseImage, tifffile.TiffFile]:
     """tifffile's file of ``pages`` planes whose description is ``desc_len`` placeholder
     characters, in a sparse sink, and a ``TiffFile`` reading it back."""
-    sink = _SparseSink()
+    sink = SparseImage(_STANDIN_LIMIT)
     kw: dict[str, Any] = {}
     if resolution is not None:
         kw = {"resolution": resolution, "resolutionunit": 1}
@@ -231,7 +185,7 @@ def _skeleton(
             return _Skeleton(head, desc_at, next0, t.offsetformat, b"", (), (), 0)
         p1 = tif.pages[1]
         nxt, tags1 = _entry_fields(tif, p1)
-        stride = sink._size - p1.offset
+        stride = sink.size - p1.offset
         inline = 4 + t.offsetsize
         self_ptrs, strip_ptrs = [], []
         for tag in tags1:
