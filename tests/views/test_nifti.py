@@ -22,6 +22,7 @@ import niizarr
 import numpy as np
 import pytest
 import zarr
+from view_samples import sample
 
 from zarrfs.core.errors import InvalidWriteError, NodeNotFound
 from zarrfs.views import nifti
@@ -35,23 +36,6 @@ NIFTI_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "
 ABSENT_DTYPES = ["float16", "V3"]
 SHAPES = [(7,), (3, 5), (2, 3, 5), (1, 4, 1), (2, 2, 3, 5), (2, 1, 2, 3, 5), (2, 1, 2, 1, 3, 1, 2)]
 ORDERS = ["little", "big"]
-
-
-def sample(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    dt, n = np.dtype(dtype), prod(shape)
-    if dt.kind == "b":
-        a = np.arange(n) % 3 == 1
-    elif dt.kind in "iu":
-        a = (np.arange(n) - (n // 2 if dt.kind == "i" else 0)).astype(dt)
-        if n >= 2:
-            a[0], a[-1] = np.iinfo(dt).min, np.iinfo(dt).max
-    elif dt.kind == "f":
-        a = (np.arange(n) * 0.5 - 3).astype(dt)
-    elif dt.kind == "c":
-        a = (np.arange(n) * 0.5 - 3 + 1j * (np.arange(n) * 0.25 + 1)).astype(dt)
-    else:
-        a = np.frombuffer(bytes((7 * i + 1) % 256 for i in range(n * dt.itemsize)), dt)
-    return a.reshape(shape)
 
 
 def load(data: bytes) -> nib.Nifti1Image:

@@ -33,6 +33,7 @@ import tifffile
 import zarr
 from ome_zarr.writer import write_image
 from PIL import Image
+from view_samples import sample
 
 from zarrfs.views.tiff import layout_for
 from zarrfs.views.tiffmeta import ngff_image, tiff_meta
@@ -44,20 +45,6 @@ DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64"
           "float16", "float32", "float64", "complex64", "complex128"]  # fmt: skip
 SHAPES = {"1d": (7,), "2d": (5, 6), "3d": (3, 5, 6), "4d": (2, 3, 5, 6), "5d": (2, 1, 2, 5, 6)}
 IJ_JAR = Path("/usr/share/java/ij.jar")
-
-
-def sample(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    dt, n = np.dtype(dtype), int(np.prod(shape))
-    if dt.kind == "b":
-        a = np.arange(n) % 3 == 1
-    elif dt.kind in "iu":
-        a = (np.arange(n) - (n // 2 if dt.kind == "i" else 0)).astype(dt)
-        a[0], a[-1] = np.iinfo(dt).min, np.iinfo(dt).max
-    elif dt.kind == "f":
-        a = (np.arange(n) * 0.5 - 3).astype(dt)
-    else:
-        a = (np.arange(n) * 0.5 - 3 + 1j * (np.arange(n) * 0.25 + 1)).astype(dt)
-    return a.reshape(shape)
 
 
 def tiffinfo_clean(path: Path, *args: str) -> str:

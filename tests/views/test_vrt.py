@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from math import prod
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
+from view_samples import sample
 
 from zarrfs.views import vrt
 from zarrfs.views.georef import georeference, regular_step
@@ -72,21 +72,6 @@ for case in json.load(sys.stdin):
     out[case["vrt"]] = r
 print(json.dumps(out))
 """
-
-
-def sample(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    dt, n = np.dtype(dtype), prod(shape)
-    if dt.kind == "b":
-        a = np.arange(n) % 3 == 1
-    elif dt.kind in "iu":
-        a = (np.arange(n) - (n // 2 if dt.kind == "i" else 0)).astype(dt)
-        if n >= 2:
-            a[0], a[-1] = np.iinfo(dt).min, np.iinfo(dt).max
-    elif dt.kind == "f":
-        a = (np.arange(n) * 0.5 - 3).astype(dt)
-    else:
-        a = (np.arange(n) * 0.5 - 3 + 1j * (np.arange(n) * 0.25 + 1)).astype(dt)
-    return a.reshape(shape)
 
 
 def gdal_check(cases: list[dict], tmp: Path) -> dict:
