@@ -30,8 +30,6 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from zarrfs.core.codecs.base import ChunkSpec
@@ -39,8 +37,7 @@ from zarrfs.core.engine import Engine
 from zarrfs.core.errors import InvalidWriteError, ReadOnlyError, ZarrFSError
 from zarrfs.core.flushing import DirtyState
 from zarrfs.core.grid import RegularGrid, chunks_outside, edge_chunks, grid_difference
-from zarrfs.core.metadata.model import ArrayMetadata
-from zarrfs.core.stores.base import ByteRange, Store
+from zarrfs.core.stores.base import ByteRange
 from zarrfs.core.writepath import WritePath
 
 __all__ = ["DirtyState", "Engine", "ZarrArray"]
@@ -57,16 +54,6 @@ class ZarrArray(WritePath):
 
     ``store``, ``path``, ``metadata``, ``engine``: what it is; ``save_metadata`` stores a
     changed metadata document (``resize``)."""
-
-    def __init__(
-        self,
-        store: Store,
-        path: str,
-        metadata: ArrayMetadata,
-        engine: Engine | None = None,
-        save_metadata: Callable[[ArrayMetadata], None] | None = None,
-    ) -> None:
-        super().__init__(store, path, metadata, engine, save_metadata)
 
     # ------------------------------------------------------------------ reading
 
