@@ -1,0 +1,102 @@
+"""What a cold sequential read of one array can reach on this machine: the bench's ceiling rows.
+
+A cold ``cat`` of ``data.raw`` makes the daemon do two things: decode every chunk (from the
+store into its chunk cache) and serve the decoded bytes (gather them into 1 MiB replies, which
+the kernel copies into its page cache and then to ``cat``). This module measures them apart
+and together, on the same machine and in the same run as the read itself:
+
+- *decode alone*: every unit of the array decoded by zarrfs' own engine, in this process, from
+  an in-memory copy of the store (so no disk), with as many threads as there are CPUs;
+- *serving alone*: ``cat data.raw`` on a mount whose chunk cache already holds every decoded
+  unit (the kernel's page cache dropped): no store access, no decoding;
+- *both*: the two at the same time, competing for the CPUs as they do in a cold read. Its
+  throughput is the ceiling: a cold read that overlaps decoding and serving perfectly, with the
+  store's bytes already in memory, cannot be faster on these CPUs.
+
+The disk is measured apart by the bench (a plain file read cold): for ``bytes`` the ceiling is
+also bounded by it.
+
+Invariants: decode alone never touches the disk during its timing (the encoded objects are read
+into memory first); serving alone checks that the daemon loaded nothing during its timing
+(``cache_misses`` in ``stats.json`` did not move), else the figure is reported as not clean.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from zarrfs.core.engine import Engine
+from zarrfs.core.hierarchy import open_array
+from zarrfs.core.stores.memory import MemoryStore
+
+
+def memory_copy(store_dir: Path) -> MemoryStore:
+    """Every file of the directory store ``store_dir`` in a new in-memory store."""
+    mem = MemoryStore()
+    for path in sorted(store_dir.rglob("*")):
+        if path.is_file():
+            mem.set(path.relative_to(store_dir).as_posix(), path.read_bytes())
+    return mem
+
+
+@dataclass
+class DecodeRun:
+    """One pass of decode alone: wall seconds and the CPU seconds this process used."""
+
+    seconds: float
+    cpu: float
+    units: int
+
+
+def _thread_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def decode_all(mem: MemoryStore, array: str, threads: int | None = None) -> DecodeRun:
+    """Decode every unit of ``array`` with zarrfs' engine (``threads`` concurrent decodes,
+    default one per CPU), timing only the decoding. The decoded units go to a chunk cache big
+    enough to hold them all, as in the daemon."""
+    threads = threads or os.cpu_count() or 1
+    arr = open_array(mem, array, Engine(cache_size=1 << 40, threads=max(1, threads - 1)))
+    units = arr._units_in(0, arr.nbytes)
+    cpu0 = _thread_cpu()
+    t0 = time.perf_counter()
+    arr._load(units)  # one job per chunk (or shard): the caller's thread plus the pool's
+    seconds = time.perf_counter() - t0
+    cpu = _thread_cpu() - cpu0
+    arr.engine.close()
+    return DecodeRun(seconds, cpu, len(units))
+
+
+class Background:
+    """``decode_all`` in a thread, started together with another measurement."""
+
+    def __init__(self, mem: MemoryStore, array: str) -> None:
+        self.result: DecodeRun | None = None
+        self.error: BaseException | None = None
+        self._go = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(mem, array), daemon=True)
+        self._thread.start()
+
+    def _run(self, mem: MemoryStore, array: str) -> None:
+        self._go.wait()
+        try:
+            self.result = decode_all(mem, array)
+        except BaseException as exc:  # reported by join()
+            self.error = exc
+
+    def start(self) -> None:
+        self._go.set()
+
+    def join(self) -> DecodeRun:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
