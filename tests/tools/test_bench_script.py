@@ -1,0 +1,75 @@
+"""The benchmark's bookkeeping (``scripts/bench.py``, ``scripts/bench_ceiling.py``): ratios
+against the best peer, rows measured on a busy machine flagged, and the ceiling's decode pass
+decoding every unit from memory."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import bench  # noqa: E402
+import bench_ceiling  # noqa: E402
+
+
+def test_ratio_is_against_the_best_peer_in_both_directions() -> None:
+    fast = bench.Row("read", "bytes", 800.0, 1000.0, 1200.0)
+    assert fast.ratio == pytest.approx(800 / 1200)
+    latency = bench.Row("pread p50", "bytes", 90.0, 3000.0, 60.0, higher=False)
+    assert latency.ratio == pytest.approx(90 / 60)
+    alone = bench.Row("read", "bytes", 800.0, None, 400.0)
+    assert alone.ratio == pytest.approx(2.0)
+    assert bench.Row("rss", "bytes", 500.0).ratio is None
+
+
+def _bench(gate: bench.LoadGate, tmp_path: Path) -> bench.Bench:
+    return bench.Bench(None, bench.SMALL, tmp_path, tmp_path / "mnt", gate=gate)  # type: ignore[arg-type]
+
+
+def test_a_row_measured_busy_is_flagged_with_its_load(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    readings = iter([0.9, 0.9, 0.05])
+    monkeypatch.setattr(bench, "cpu_busy", lambda window: next(readings))
+    gate = bench.LoadGate(busy_limit=0.25, wait=0.0, window=0.0)  # no waiting: measure anyway
+    b = _bench(gate, tmp_path)
+    gate.settle()  # 0.9: busy
+    b.add(row := bench.Row("read", "bytes", 1.0, 1.0))
+    assert row.busy and "(busy)" in row.cells()[7]
+    assert "others' CPU before each run ≤ 90%" in row.notes
+    gate.settle()  # 0.9
+    gate.settle()  # 0.05
+    b.add(mixed := bench.Row("read", "blosc", 1.0, 1.0))
+    assert mixed.busy  # one of its two runs started busy
+    monkeypatch.setattr(bench, "cpu_busy", lambda window: 0.05)
+    gate.settle()
+    b.add(calm := bench.Row("read", "gzip", 1.0, 1.0))
+    # a row carries only its own samples, not those of the rows before it
+    assert not calm.busy and "(busy)" not in calm.cells()[7]
+    assert "≤ 5%" in calm.notes
+
+
+def test_the_gate_waits_for_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    readings = iter([0.8, 0.7, 0.1, 0.9])
+    monkeypatch.setattr(bench, "cpu_busy", lambda window: next(readings))
+    sample = bench.LoadGate(busy_limit=0.25, wait=60.0, window=0.0).settle()
+    assert sample.busy == pytest.approx(0.1)  # stopped at the first quiet reading
+
+
+def test_decode_alone_decodes_every_unit_from_memory(tmp_path: Path) -> None:
+    zarr = pytest.importorskip("zarr")
+    data = np.arange(40 * 30, dtype="<f4").reshape(40, 30)
+    store = tmp_path / "s.zarr"
+    root = zarr.open_group(str(store), mode="w")
+    root.create_array("x", shape=data.shape, chunks=(16, 16), dtype="<f4")[...] = data
+    mem = bench_ceiling.memory_copy(store)
+    run = bench_ceiling.decode_all(mem, "x", threads=2)
+    assert run.units == 3 * 2 and run.seconds > 0
+    bg = bench_ceiling.Background(mem, "x")
+    bg.start()
+    assert bg.join().units == 6
