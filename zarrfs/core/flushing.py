@@ -4,11 +4,15 @@ Invariants:
 - a flush snapshots the dirty units under ``_write_lock`` and marks them frozen; it encodes
   and stores them holding only ``_flush_lock``; a write to a frozen unit copies it first, so
   what is stored is a stable array;
+- group commit: the jobs of one flush stage their objects in one ``StoreGroup`` (the
+  directory store writes and fsyncs temporary files), then the group is committed (renames,
+  one fsync per directory); nothing is marked clean before that commit returned;
 - a unit is marked clean (``_commit``) only if the stored array is still its dirty copy, and
   only after the store has its bytes; the stored array then goes to the cache and the epoch
   advances, so loads that overlapped the commit are not cached;
 - a failed job leaves its units dirty (unfrozen) and the flush raises the first error after
-  every job ran;
+  every job ran (the objects the other jobs staged are committed); a failed commit leaves
+  every unit of the flush dirty;
 - one flush per array at a time (``_flush_lock``, always taken before ``_write_lock``), and one
   write-behind flush per array queued or running (``_behind``).
 """
@@ -103,21 +107,29 @@ class Flushing(ReadPath):
                 self._frozen.update(snapshot)
         if not snapshot:
             return
-        jobs = [
-            functools.partial(self._store_units, outer, {u: snapshot[u] for u in us})
-            for outer, us in self._units.groups(list(snapshot)).items()
+        group = self._io.group()
+        batches = [
+            (outer, {u: snapshot[u] for u in members})
+            for outer, members in self._units.groups(list(snapshot)).items()
         ]
-        done = self.engine.run_all(jobs)
-        errors = [exc for f in done if (exc := f.exception()) is not None]
+        jobs = [functools.partial(self._units.store, outer, b, group) for outer, b in batches]
+        try:
+            done = self.engine.run_all(jobs)
+            errors = [exc for f in done if (exc := f.exception()) is not None]
+            group.commit()
+        except BaseException:
+            group.abort()
+            with self._lock:
+                self._frozen.difference_update(snapshot)
+            raise
+        for (outer, batch), fut in zip(batches, done, strict=True):
+            if fut.exception() is None:
+                self._commit(batch)
+                self._units.committed(outer)
         if errors:
             with self._lock:
                 self._frozen.difference_update(snapshot)
             raise errors[0]
-
-    def _store_units(self, outer: Coords, units: dict[Coords, Any]) -> None:
-        """One flush job: store the frozen units of one outer chunk, then commit them."""
-        self._units.store(outer, units)
-        self._commit(units)
 
     def _commit(self, written: dict[Coords, Any]) -> None:
         """Mark units clean after their bytes reached the store."""

@@ -13,7 +13,8 @@ Invariants:
 - a plain chunk is fetched with a byte range of at most its chain's ``max_encoded_size`` + 1
   bytes, so an oversized stored object costs no more memory than a valid chunk;
 - ``store`` reserves the memory it holds (``Engine.working``) while it encodes and writes, and
-  never marks anything clean (the dirty set does that once ``store`` returned);
+  never marks anything clean; it stages its object in the flush's ``StoreGroup``, and the
+  dirty set marks the units clean once the group is committed (then ``committed``);
 - the shard index cache entry of a shard is dropped whenever that shard is rewritten or found
   corrupt, and an index read that overlapped a commit (``epoch`` moved) is not cached.
 """
@@ -39,7 +40,7 @@ from zarrfs.core.sharding.access import (
     rewrite_memory,
     rewrite_shard,
 )
-from zarrfs.core.stores.base import ByteRange, Store
+from zarrfs.core.stores.base import ByteRange, Store, StoreGroup
 
 Coords = tuple[int, ...]
 
@@ -100,8 +101,14 @@ class UnitStrategy(ABC):
         """The units (all in outer chunk ``outer``) from the store: array or ``MISSING``."""
 
     @abstractmethod
-    def store(self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]]) -> None:
-        """Encode and store the units of outer chunk ``outer`` (the others keep their bytes)."""
+    def store(
+        self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]], group: StoreGroup
+    ) -> None:
+        """Encode the units of outer chunk ``outer`` and stage the object in ``group`` (the
+        other units keep their bytes); a delete happens at once."""
+
+    def committed(self, outer: Coords) -> None:
+        """The object of outer chunk ``outer`` was replaced (its group committed)."""
 
 
 class PlainUnits(UnitStrategy):
@@ -125,7 +132,9 @@ class PlainUnits(UnitStrategy):
         self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
         return {u: arr}
 
-    def store(self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]]) -> None:
+    def store(
+        self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]], group: StoreGroup
+    ) -> None:
         arr = units[outer]
         key = self.ctx.key(outer)
         store, engine = self.ctx.io, self.ctx.engine
@@ -139,7 +148,7 @@ class PlainUnits(UnitStrategy):
             if data is None:
                 store.delete(key)
             else:
-                store.set(key, data)
+                group.set(key, data)
                 engine.stats.add(self.ctx.path, "bytes_stored", len(data))
             del data
 
@@ -189,16 +198,24 @@ class ShardedUnits(UnitStrategy):
         self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded", decoded)
         return {local[c]: (MISSING if arr is None else arr) for c, arr in got.items()}
 
-    def store(self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]]) -> None:
+    def store(
+        self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]], group: StoreGroup
+    ) -> None:
         io, engine = self.ctx.io, self.ctx.engine
         updates = {self.location(u)[1]: arr for u, arr in units.items()}
         held = rewrite_memory(io, self.codec, self.chunk_spec, len(updates), inner=self.inner)
         try:
             with engine.working(held):
                 key = self.ctx.key(outer)
-                rewrite_shard(io, key, self.codec, self.chunk_spec, updates, inner=self.inner)
+                rewrite_shard(
+                    io, key, self.codec, self.chunk_spec, updates, inner=self.inner, sink=group
+                )
         finally:
             engine.index_cache.pop((self.ctx.uid, outer))
+
+    def committed(self, outer: Coords) -> None:
+        # an index read while the new shard was staged is the old one: drop it again
+        self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
 
 
 def choose_units(metadata: ArrayMetadata, ctx: UnitContext) -> UnitStrategy:

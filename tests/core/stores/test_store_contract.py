@@ -268,6 +268,35 @@ class StoreContract:
         assert wstore.get("s/k") == b"abcde"
         assert sorted(wstore.list_prefix("s/")) == ["s/k"]
 
+    def test_group_commit_stores_every_object(self, wstore: Store) -> None:
+        group = wstore.group()
+        group.set("a/c/0/0", b"new")
+        group.set_stream("g/h/k", lambda: iter([b"pie", memoryview(b"xcesx")[1:4]]))
+        group.set("b/w", b"first")
+        group.set("b/w", b"second")  # staged twice: the later bytes win
+        group.commit()
+        assert wstore.get("a/c/0/0") == b"new"
+        assert wstore.get("g/h/k") == b"pieces"
+        assert wstore.get("b/w") == b"second"
+        assert sorted(wstore.list_prefix("")) == sorted({*REFERENCE, "g/h/k"})
+        group.commit()  # nothing staged since: nothing happens
+        group.abort()
+        assert wstore.get("g/h/k") == b"pieces"
+
+    def test_group_failed_producer_stores_nothing_of_it(self, wstore: Store) -> None:
+        def broken():
+            yield b"new"
+            raise ValueError("producer failed")
+
+        group = wstore.group()
+        group.set("b/w", b"kept")
+        with pytest.raises(ValueError):
+            group.set_stream("a/c/0/0", broken)
+        group.commit()
+        assert wstore.get("b/w") == b"kept"
+        assert wstore.get("a/c/0/0") == REFERENCE["a/c/0/0"]
+        assert sorted(wstore.list_prefix("")) == sorted(REFERENCE)
+
     def test_version_changes_on_set(self, wstore: Store) -> None:
         before = wstore.version("b/w")
         wstore.set("b/w", b"v")  # same length, different bytes

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -396,3 +398,114 @@ def test_root_given_through_a_link_is_resolved_once(root: Path, tmp_path: Path) 
     store = LocalStore(alias)
     assert store.root == str(root.resolve())
     assert store.get("b/w") == b"w"
+
+
+# -- group commit ---------------------------------------------------------------------------
+
+
+def _record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    return synced
+
+
+def test_group_fsyncs_each_temp_then_each_directory_once(
+    store: LocalStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = [f"a/c/0/{i}" for i in range(5)] + [f"b/x/y/{i}" for i in range(3)]
+    synced = _record_fsyncs(monkeypatch)
+    group = store.group()
+    for key in keys:
+        group.set(key, key.encode())
+    staged = list(synced)
+    assert len(staged) == len(keys)  # one fsync per temporary file, as it is staged
+    assert all(os.path.basename(p).startswith(TEMP_PREFIX) for p in staged)
+    for key in keys:  # nothing visible before the commit
+        assert store.get(key) == REFERENCE.get(key)
+    group.commit()
+    real = str(root.resolve())
+    assert synced[len(staged) :] == [f"{real}/a/c/0", f"{real}/b/x/y"]  # one per directory
+    for key in keys:
+        assert store.get(key) == key.encode()
+    assert not list(root.rglob(f"{TEMP_PREFIX}*"))
+
+
+def test_group_failed_rename_leaves_old_or_new_and_no_temp(
+    store: LocalStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = ["a/c/0/0", "a/c/0/1", "a/c/1/0", "b/w"]
+    group = store.group()
+    for key in keys:
+        group.set(key, b"new " + key.encode())
+    real_replace = os.replace
+    renamed: list[str] = []
+
+    def failing_replace(src: str, dst: str, **kw: object) -> None:
+        if len(renamed) == 2:
+            raise OSError(5, "Input/output error")
+        real_replace(src, dst, **kw)  # type: ignore[arg-type]
+        renamed.append(dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(StoreError, match="Input/output error"):
+        group.commit()
+    monkeypatch.undo()
+    for key in keys:
+        assert store.get(key) in (REFERENCE[key], b"new " + key.encode())
+    assert sum(store.get(k) == b"new " + k.encode() for k in keys) == 2
+    assert not list(root.rglob(f"{TEMP_PREFIX}*"))  # what was not renamed is unlinked
+    assert sorted(store.list_prefix("")) == sorted(REFERENCE)
+
+
+def test_group_abort_unlinks_the_staged_temps(store: LocalStore, root: Path) -> None:
+    group = store.group()
+    group.set("a/c/0/0", b"new")
+    group.set("brand/new/key", b"new")
+    assert list(root.rglob(f"{TEMP_PREFIX}*"))
+    group.abort()
+    assert not list(root.rglob(f"{TEMP_PREFIX}*"))
+    assert store.get("a/c/0/0") == REFERENCE["a/c/0/0"]
+    assert store.get("brand/new/key") is None
+    group.commit()  # nothing left to commit
+    assert store.get("a/c/0/0") == REFERENCE["a/c/0/0"]
+
+
+_CRASH = """
+import os, sys
+from zarrfs.core.stores.local import LocalStore
+store = LocalStore(sys.argv[1])
+keys = ["a/c/0/0", "a/c/0/1", "a/c/1/0", "b/w"]
+group = store.group()
+for key in keys:
+    group.set(key, b"new " + key.encode())
+after = int(sys.argv[2])
+if after == 0:
+    os._exit(0)  # the process dies between the temp writes and the renames
+real_replace = os.replace
+done = []
+def replace(src, dst, **kw):
+    real_replace(src, dst, **kw)
+    done.append(dst)
+    if len(done) == after:
+        os._exit(0)  # dies in the middle of the renames
+os.replace = replace
+group.commit()
+"""
+
+
+@pytest.mark.parametrize("after", [0, 1, 3])
+def test_group_crash_leaves_each_object_old_or_new(
+    store: LocalStore, root: Path, after: int
+) -> None:
+    subprocess.run([sys.executable, "-c", _CRASH, str(root), str(after)], check=True, timeout=60)
+    keys = ["a/c/0/0", "a/c/0/1", "a/c/1/0", "b/w"]
+    new = [k for k in keys if store.get(k) == b"new " + k.encode()]
+    old = [k for k in keys if store.get(k) == REFERENCE[k]]
+    assert len(new) == after and len(new) + len(old) == len(keys)
+    assert sorted(store.list_prefix("")) == sorted(REFERENCE)  # leftovers are never keys

@@ -41,7 +41,7 @@ from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.codecs.sharding import ShardingCodec
 from zarrfs.core.errors import CorruptDataError, StoreError
 from zarrfs.core.sharding import format as fmt
-from zarrfs.core.stores.base import ByteRange, Store, SuffixRange
+from zarrfs.core.stores.base import ByteRange, Store, StoreGroup, SuffixRange
 
 #: byte ranges separated by less than this are fetched as one request
 COALESCE_GAP = 64 * 1024
@@ -143,8 +143,10 @@ def rewrite_shard(
     updates: Mapping[tuple[int, ...], np.ndarray[Any, Any] | None],
     *,
     inner: PreparedChain | None = None,
+    sink: StoreGroup | None = None,
 ) -> fmt.ShardIndex | None:
-    """Replace inner chunks of the shard at ``key`` and store the shard once.
+    """Replace inner chunks of the shard at ``key`` and store the shard once (through
+    ``sink``, a group commit of ``store``, when given; it is read from ``store``).
 
     ``updates`` maps inner-chunk coords to the new decoded inner chunk; None (or a chunk equal to
     the fill value) removes it. Untouched inner chunks keep their stored bytes. Returns the new
@@ -233,7 +235,7 @@ def rewrite_shard(
             yield fmt.encode_index(index, codec.index_codecs)
         built.append(index)
 
-    store.set_stream(key, pieces)
+    (store if sink is None else sink).set_stream(key, pieces)
     return built[-1]
 
 

@@ -11,6 +11,8 @@ Spec: Zarr v3 core, "Stores" (get, get_partial_values, set, erase, list_dir).
 - Every failure is a ``StoreError`` (``StoreTimeout`` past the deadline); a read-only store raises
   ``ReadOnlyError`` from ``set``/``delete``.
 - Stores are thread-safe: the FUSE layer calls them from many worker threads at once.
+- ``group()`` stages several sets and makes them durable together (group commit, one
+  ``StoreGroup`` per flush); by default each set is stored at once, as ``set`` does.
 """
 
 from __future__ import annotations
@@ -124,6 +126,12 @@ class Store(ABC):
         the pieces and calls ``set``."""
         self.set(key, b"".join(parts()))
 
+    def group(self) -> StoreGroup:
+        """A group of sets made durable together (see ``StoreGroup``). The default stores
+        each set at once; the directory store overrides it to sync a flush's objects
+        together."""
+        return StoreGroup(self)
+
     def delete(self, key: str) -> None:
         """Remove ``key`` (no error if it is missing)."""
         raise ReadOnlyError(f"store {self.url or type(self).__name__} is read-only")
@@ -152,3 +160,37 @@ class Store(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class StoreGroup:
+    """Sets staged together and committed together (group commit).
+
+    ``set``/``set_stream`` stage an object, ``commit`` makes every staged object visible and
+    durable, ``abort`` drops what is staged and not committed yet. Invariants, whatever the
+    store:
+
+    - after ``commit`` returns, every staged object is stored as by ``Store.set``; if it
+      raises, any of them may or may not be stored (the caller treats all as unstored);
+    - each object is replaced all-or-nothing: a failure or a crash at any point leaves the
+      old or the new bytes of each key, never a mix;
+    - a key is staged at most once per group; staging is thread-safe (the worker threads of
+      one flush stage into one group). Deletes are not staged: ``Store.delete`` at once.
+
+    This default stores each object when it is staged (the behaviour of ``Store.set``), so
+    ``commit`` and ``abort`` have nothing left to do.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def set(self, key: str, data: bytes | memoryview) -> None:
+        self.store.set(key, data)
+
+    def set_stream(self, key: str, parts: Callable[[], Iterable[bytes | memoryview]]) -> None:
+        self.store.set_stream(key, parts)
+
+    def commit(self) -> None:
+        """Make every staged object visible and durable."""
+
+    def abort(self) -> None:
+        """Drop the staged objects that are not committed (never raises)."""

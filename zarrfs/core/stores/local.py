@@ -14,6 +14,9 @@ Invariants:
   is fsynced, renamed over the key (``rename`` is atomic) and then the directory is fsynced;
   directories created on the way are fsynced into their parents. Readers see the old or the
   new file, never a mix; a crash leaves the old or the new file plus, at worst, a temporary.
+- Group commit (``group``): the objects of one flush are staged as fsynced temporary files
+  (by the threads that produce them), then renamed together and each directory fsynced once
+  (``localgroup``); each object is still replaced atomically.
 - Temporary files are named ``.zarrfs-tmp-<random>``; no key may have a component starting
   with that prefix and listings skip such names, so crash leftovers are never mistaken for keys.
 - ``delete`` unlinks the file, fsyncs its directory and removes directories left empty, up to
@@ -27,27 +30,36 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from zarrfs.core.errors import ReadOnlyError, StoreError
 from zarrfs.core.stores.base import (
     ByteRange,
     RangeRequest,
     Store,
+    StoreGroup,
     SuffixRange,
     check_key,
     check_prefix,
 )
-
-#: names starting with this are scratch files of an unfinished ``set``; never keys
-TEMP_PREFIX = ".zarrfs-tmp-"
+from zarrfs.core.stores.localgroup import (
+    TEMP_PREFIX,
+    LocalGroup,
+    Pieces,
+    Staged,
+    publish,
+    replace_file,
+    unlink_quietly,
+    write_temp,
+)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+T = TypeVar("T")
+
 #: how often ``set`` re-walks its directory when a concurrent ``delete`` pruned it
 _SET_ATTEMPTS = 64
 
@@ -277,7 +289,64 @@ class LocalStore(Store):
         view = memoryview(data).cast("B")
         self.set_stream(key, lambda: (view,))
 
-    def set_stream(self, key: str, pieces: Callable[[], Iterable[bytes | memoryview]]) -> None:
+    def set_stream(self, key: str, pieces: Pieces) -> None:
+        self._in_key_dir(key, lambda dir_fd, name: replace_file(dir_fd, name, pieces()))
+
+    def group(self) -> StoreGroup:
+        """Group commit: temporaries fsynced as staged, renamed together at ``commit``. A
+        subclass that overrides ``set_stream`` (to observe or change every set) gets the
+        default group, which calls it."""
+        self._check_writable()
+        if type(self).set_stream is not LocalStore.set_stream:
+            return super().group()
+        return LocalGroup(self, self._stage, self._commit_staged, self._discard)
+
+    def _stage(self, key: str, pieces: Pieces) -> Staged:
+        parts = self._parts(key)
+        temp = self._in_key_dir(key, lambda dir_fd, name: write_temp(dir_fd, pieces()))
+        return Staged(key, tuple(parts[:-1]), parts[-1], temp)
+
+    def _commit_staged(self, staged: list[Staged]) -> None:
+        """Rename every staged temporary over its key, fsyncing each directory once."""
+        by_dir: dict[tuple[str, ...], list[Staged]] = {}
+        for st in staged:
+            by_dir.setdefault(st.parts, []).append(st)
+        pending = list(by_dir.items())
+        try:
+            while pending:
+                parts, group = pending[0]
+                key = group[0].key
+                try:
+                    dir_fd = self._open_dir(parts, key, create=False)
+                    if dir_fd is None:  # a temporary keeps its directory: removed from outside
+                        raise StoreError(f"{self.url}: {key!r}: its directory disappeared")
+                    try:
+                        pending.pop(0)
+                        publish(dir_fd, [(st.temp, st.name) for st in group])
+                    finally:
+                        os.close(dir_fd)
+                except IsADirectoryError:
+                    raise StoreError(f"{self.url}: {key!r} is a directory") from None
+                except OSError as exc:
+                    raise self._error(key, exc) from exc
+        except BaseException:
+            self._discard([st for _, group in pending for st in group])
+            raise
+
+    def _discard(self, staged: list[Staged]) -> None:
+        """Unlink staged temporaries (never raises)."""
+        for st in staged:
+            try:
+                dir_fd = self._open_dir(st.parts, st.key, create=False)
+            except (OSError, StoreError):
+                continue
+            if dir_fd is not None:
+                unlink_quietly(dir_fd, st.temp)
+                os.close(dir_fd)
+
+    def _in_key_dir(self, key: str, action: Callable[[int, str], T]) -> T:
+        """``action(dir_fd, name)`` in the key's directory (created if missing), walking
+        again when a concurrent ``delete`` pruned a directory on the way."""
         self._check_writable()
         parts = self._parts(key)
         try:
@@ -291,8 +360,7 @@ class LocalStore(Store):
                 if dir_fd is None:  # pragma: no cover - create=True never gives None
                     raise StoreError(f"{self.url}: {key!r}: cannot create its directory")
                 try:
-                    _replace_file(dir_fd, parts[-1], pieces())
-                    return
+                    return action(dir_fd, parts[-1])
                 except FileNotFoundError:
                     continue
                 finally:
@@ -384,32 +452,6 @@ class LocalStore(Store):
 def _close_all(fds: list[int]) -> None:
     for fd in fds:
         os.close(fd)
-
-
-def _replace_file(dir_fd: int, name: str, pieces: Iterable[bytes | memoryview]) -> None:
-    """Atomically and durably make ``name`` in ``dir_fd`` hold the concatenated ``pieces``
-    (each written as it comes; if producing one raises, the old file stays)."""
-    temp = TEMP_PREFIX + secrets.token_hex(8)
-    fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=dir_fd)
-    try:
-        try:
-            for piece in pieces:
-                data = memoryview(piece).cast("B")
-                written = 0
-                while written < len(data):
-                    written += os.write(fd, data[written:])
-                del data, piece
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        try:
-            os.unlink(temp, dir_fd=dir_fd)
-        except OSError:
-            pass
-        raise
-    os.fsync(dir_fd)
 
 
 def _prune_empty(fds: list[int], parts: list[str]) -> None:

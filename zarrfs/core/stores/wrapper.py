@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from zarrfs.core.errors import MetadataError
-from zarrfs.core.stores.base import ByteRange, RangeRequest, Store
+from zarrfs.core.stores.base import ByteRange, RangeRequest, Store, StoreGroup
 
 
 class StoreWrapper(Store):
@@ -63,6 +63,9 @@ class StoreWrapper(Store):
 
     def set_stream(self, key: str, parts: Callable[[], Iterable[bytes | memoryview]]) -> None:
         self.inner.set_stream(key, parts)
+
+    def group(self) -> StoreGroup:
+        return self.inner.group()
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)

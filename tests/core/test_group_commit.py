@@ -1,0 +1,142 @@
+"""Group commit of a flush on the directory store: the objects of one flush are staged as
+fsynced temporary files, renamed together, each directory fsynced once; nothing is marked
+clean before the commit, and a failed commit leaves every object old or new and every unit
+dirty (docs/write-path.md, "Atomic set")."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import zarr
+
+from zarrfs.core.array import Engine
+from zarrfs.core.errors import StoreError
+from zarrfs.core.hierarchy import open_array
+from zarrfs.core.stores.local import TEMP_PREFIX, LocalStore
+from zarrfs.core.stores.localgroup import LocalGroup
+
+SHAPE = (8, 8, 8)
+
+
+def make(tmp_path, sharded: bool):
+    # 8 objects, two in each of 4 directories (c/z/y/x)
+    kwargs: dict = {"chunks": (4, 4, 4), "compressors": None}
+    if sharded:
+        kwargs = {"chunks": (2, 2, 4), "shards": (4, 4, 4)}
+    z = zarr.create_array(str(tmp_path / "a"), shape=SHAPE, dtype="<f4", fill_value=0, **kwargs)
+    z[...] = np.full(SHAPE, 1, "f4")
+    return z
+
+
+def chunk_dirs(root) -> set[str]:
+    return {str(p.parent.resolve()) for p in (root / "c").rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_a_flush_fsyncs_each_object_then_each_directory_once(tmp_path, monkeypatch, sharded):
+    make(tmp_path, sharded)
+    arr = open_array(LocalStore(tmp_path / "a"), "", Engine(prefetch_bytes=0))
+    new = np.arange(np.prod(SHAPE), dtype="<f4").reshape(SHAPE)
+    arr.write(0, new.tobytes())  # every outer chunk
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    arr.flush()
+    monkeypatch.undo()
+    temps = [p for p in synced if os.path.basename(p).startswith(TEMP_PREFIX)]
+    dirs = [p for p in synced if p not in temps]
+    assert len(temps) == 8  # one per object
+    assert sorted(dirs) == sorted(chunk_dirs(tmp_path / "a"))  # each directory once
+    assert len(dirs) == 4 and len(set(dirs)) == 4
+    assert synced.index(dirs[0]) > max(synced.index(t) for t in temps)  # renames after data
+    assert (zarr.open_array(str(tmp_path / "a"))[...] == new).all()
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_nothing_is_marked_clean_before_the_commit(tmp_path, monkeypatch, sharded):
+    make(tmp_path, sharded)
+    arr = open_array(LocalStore(tmp_path / "a"), "", Engine(prefetch_bytes=0))
+    arr.write(0, np.full(SHAPE, 5, "<f4").tobytes())
+    seen: list[tuple[int, list[str]]] = []
+    real_commit = LocalGroup.commit
+
+    def checking_commit(self: LocalGroup) -> None:
+        seen.append((arr.dirty_state().nbytes, os.listdir(tmp_path / "a" / "c" / "0" / "0")))
+        real_commit(self)
+
+    monkeypatch.setattr(LocalGroup, "commit", checking_commit)
+    arr.flush()
+    assert len(seen) == 1
+    dirty, listing = seen[0]
+    assert dirty == np.prod(SHAPE) * 4  # every unit still dirty while the group is staged
+    assert any(n.startswith(TEMP_PREFIX) for n in listing)  # staged, not renamed yet
+    assert not arr.dirty
+    assert (zarr.open_array(str(tmp_path / "a"))[...] == 5).all()
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_a_failed_commit_leaves_old_or_new_objects_and_every_unit_dirty(
+    tmp_path, monkeypatch, sharded
+):
+    make(tmp_path, sharded)
+    arr = open_array(LocalStore(tmp_path / "a"), "", Engine(prefetch_bytes=0))
+    new = np.arange(np.prod(SHAPE), dtype="<f4").reshape(SHAPE)
+    arr.write(0, new.tobytes())
+    real_replace = os.replace
+    renamed: list[str] = []
+
+    def failing_replace(src, dst, **kw):
+        if renamed:  # the first rename works, the second fails
+            raise OSError(5, "Input/output error")
+        real_replace(src, dst, **kw)
+        renamed.append(dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(StoreError, match="Input/output error"):
+        arr.flush()
+    monkeypatch.undo()
+    assert arr.dirty_state().nbytes == np.prod(SHAPE) * 4  # nothing marked clean
+    assert arr.read(0, new.nbytes) == new.tobytes()  # the writes are still there
+    stored = zarr.open_array(str(tmp_path / "a"))[...]
+    corners = [(z, y, x) for z in (0, 4) for y in (0, 4) for x in (0, 4)]
+    blocks = [stored[z : z + 4, y : y + 4, x : x + 4] for z, y, x in corners]
+    wanted = [new[z : z + 4, y : y + 4, x : x + 4] for z, y, x in corners]
+    state = [(b == w).all() for b, w in zip(blocks, wanted)]
+    assert sum(state) == 1  # one object new, the others old (all ones), none torn
+    assert all(s or (b == 1).all() for s, b in zip(state, blocks))
+    assert not list((tmp_path / "a").rglob(f"{TEMP_PREFIX}*"))
+    arr.flush()  # the next flush stores them all
+    assert not arr.dirty
+    assert (zarr.open_array(str(tmp_path / "a"))[...] == new).all()
+
+
+def test_a_failed_job_keeps_its_units_dirty_and_commits_the_others(tmp_path, monkeypatch):
+    make(tmp_path, sharded=False)
+    arr = open_array(LocalStore(tmp_path / "a"), "", Engine(prefetch_bytes=0))
+    new = np.arange(np.prod(SHAPE), dtype="<f4").reshape(SHAPE)
+    arr.write(0, new.tobytes())
+    real_stage = LocalStore._stage
+
+    def failing_stage(self, key, pieces):
+        if key == "c/1/1/1":
+            raise StoreError("disk full")
+        return real_stage(self, key, pieces)
+
+    monkeypatch.setattr(LocalStore, "_stage", failing_stage)
+    with pytest.raises(StoreError, match="disk full"):
+        arr.flush()
+    monkeypatch.undo()
+    assert arr.dirty_state().nbytes == 4 * 4 * 4 * 4  # only the failed chunk
+    stored = zarr.open_array(str(tmp_path / "a"))[...]
+    assert (stored[4:, 4:, 4:] == 1).all()
+    stored[4:, 4:, 4:] = new[4:, 4:, 4:]
+    assert (stored == new).all()
+    arr.flush()
+    assert (zarr.open_array(str(tmp_path / "a"))[...] == new).all()

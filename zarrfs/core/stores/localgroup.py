@@ -1,0 +1,151 @@
+"""Atomic file replacement for the directory store, one object or a group at a time.
+
+``replace_file`` is one ``set``: a temporary file in the key's directory, written, fsynced,
+renamed over the key, then the directory fsynced. ``LocalGroup`` is group commit
+(``Store.group``, one group per flush), in two steps:
+
+1. stage: each object goes to a temporary file in its key's directory, fsynced by the thread
+   that produced it (the worker threads of one flush fsync concurrently);
+2. commit: every temporary file is renamed over its key, then each directory that got a
+   rename is fsynced once (not once per object).
+
+Invariants:
+- a temporary file is complete and fsynced before it is renamed, so after a crash at any
+  point each key holds its old or its new bytes, never a mix (plus, at worst, temporary
+  files, which are never listed as keys);
+- ``commit`` returns only after every rename and every directory fsync, so the objects are
+  durable; if it raises, every temporary file not renamed is unlinked;
+- ``abort`` unlinks every temporary file still staged; nothing staged is ever visible
+  before ``commit``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from zarrfs.core.stores.base import Store, StoreGroup
+
+#: prefix of the temporary files of an unfinished ``set``; never keys
+TEMP_PREFIX = ".zarrfs-tmp-"
+
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+Pieces = Callable[[], Iterable[bytes | memoryview]]
+
+
+def write_temp(dir_fd: int, pieces: Iterable[bytes | memoryview]) -> str:
+    """A new temporary file in ``dir_fd`` holding the concatenated ``pieces`` (each written
+    as it comes), fsynced and closed; its name. If anything fails it is unlinked."""
+    temp = TEMP_PREFIX + secrets.token_hex(8)
+    fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=dir_fd)
+    try:
+        try:
+            for piece in pieces:
+                data = memoryview(piece).cast("B")
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+                del data, piece
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        unlink_quietly(dir_fd, temp)
+        raise
+    return temp
+
+
+def unlink_quietly(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+def replace_file(dir_fd: int, name: str, pieces: Iterable[bytes | memoryview]) -> None:
+    """Atomically and durably make ``name`` in ``dir_fd`` hold the concatenated ``pieces``
+    (if producing one raises, the old file stays)."""
+    temp = write_temp(dir_fd, pieces)
+    try:
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        unlink_quietly(dir_fd, temp)
+        raise
+    os.fsync(dir_fd)
+
+
+def publish(dir_fd: int, renames: Sequence[tuple[str, str]]) -> None:
+    """Rename each ``(temp, name)`` in ``dir_fd``, then fsync the directory once. If a
+    rename fails, the temporaries not renamed yet are unlinked and the error raised."""
+    for n, (temp, name) in enumerate(renames):
+        try:
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            for left, _ in renames[n:]:
+                unlink_quietly(dir_fd, left)
+            raise
+    os.fsync(dir_fd)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One staged object: its key, the directory components and final name, the temporary."""
+
+    key: str
+    parts: tuple[str, ...]
+    name: str
+    temp: str
+
+
+class LocalGroup(StoreGroup):
+    """Group commit on a directory store (see the module docstring).
+
+    ``stage(key, pieces)`` writes and fsyncs the temporary file and says where it is;
+    ``commit_staged(staged)`` renames them and fsyncs each directory once (unlinking what it
+    does not rename when it fails); ``discard(staged)`` unlinks temporaries."""
+
+    def __init__(
+        self,
+        store: Store,
+        stage: Callable[[str, Pieces], Staged],
+        commit_staged: Callable[[list[Staged]], None],
+        discard: Callable[[list[Staged]], None],
+    ) -> None:
+        super().__init__(store)
+        self._stage = stage
+        self._commit_staged = commit_staged
+        self._discard = discard
+        self._lock = threading.Lock()
+        self._staged: dict[str, Staged] = {}
+
+    def set(self, key: str, data: bytes | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        self.set_stream(key, lambda: (view,))
+
+    def set_stream(self, key: str, parts: Pieces) -> None:
+        staged = self._stage(key, parts)
+        with self._lock:
+            earlier = self._staged.pop(key, None)
+            self._staged[key] = staged
+        if earlier is not None:  # staged twice: the later bytes win
+            self._discard([earlier])
+
+    def _take(self) -> list[Staged]:
+        with self._lock:
+            staged = list(self._staged.values())
+            self._staged.clear()
+        return staged
+
+    def commit(self) -> None:
+        staged = self._take()
+        if staged:
+            self._commit_staged(staged)
+
+    def abort(self) -> None:
+        staged = self._take()
+        if staged:
+            self._discard(staged)
