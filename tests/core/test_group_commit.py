@@ -140,3 +140,64 @@ def test_a_failed_job_keeps_its_units_dirty_and_commits_the_others(tmp_path, mon
     assert (stored == new).all()
     arr.flush()
     assert (zarr.open_array(str(tmp_path / "a"))[...] == new).all()
+
+
+def test_inner_chunks_are_written_behind_when_worth_a_shard_rewrite(tmp_path):
+    """A complete inner chunk of a shard waits for the rest of its shard, or until the
+    complete units take half the dirty limit: each shard rewrite copies the shard's other
+    inner chunks, so writing each layer behind would rewrite a shard once per layer."""
+    import time
+
+    # 2 shards (8, 8, 64) of 4 inner chunks (4, 4, 64) of 4 KiB: 32 KiB of float32
+    z = zarr.create_array(str(tmp_path / "a"), shape=(8, 16, 64), chunks=(4, 4, 64),
+                          shards=(8, 8, 64), dtype="<f4", fill_value=0)  # fmt: skip
+    z[...] = 1
+    engine = Engine(cache_size=64 << 10, prefetch_bytes=0)  # dirty limit 48 KiB
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    sets: list[str] = []
+    real_stage = LocalStore._stage
+
+    def counting_stage(self, key, pieces):
+        sets.append(key)
+        return real_stage(self, key, pieces)
+
+    def settle() -> None:
+        deadline = time.monotonic() + 10
+        while arr._behind and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    row = 64 * 4  # bytes of one (z, y) row
+    LocalStore._stage = counting_stage  # type: ignore[method-assign]
+    try:
+        # z 0-3, y 0-11: inner chunks (0,0) (0,1) of shard 0 and (0,2) of shard 1 complete,
+        # 12 KiB, past a quarter of the limit but under half: nothing is written behind
+        for z_ in range(4):
+            arr.write((z_ * 16) * row, np.full(12 * 64, 2, "<f4").tobytes())
+        settle()
+        assert sets == []
+        # z 4-7, y 0-7: shard 0 is complete (4 inner chunks): written behind at once, alone
+        for z_ in range(4, 8):
+            arr.write((z_ * 16) * row, np.full(8 * 64, 3, "<f4").tobytes())
+        settle()
+        assert sets == ["c/0/0/0"]
+        assert arr.dirty_state().nbytes == 4 << 10  # inner chunk (0,2) of shard 1 waits
+        # half the limit (24 KiB) of complete units: written behind although incomplete
+        big = Engine(cache_size=64 << 10, prefetch_bytes=0)
+        big.dirty_limit = 16 << 10  # half: 8 KiB; inner chunk (0,2) + (0,3) make 8 KiB
+        arr2 = open_array(LocalStore(tmp_path / "a"), "", big)
+        for z_ in range(4):
+            arr2.write((z_ * 16 + 8) * row, np.full(8 * 64, 4, "<f4").tobytes())
+        deadline = time.monotonic() + 10
+        while arr2._behind and time.monotonic() < deadline:
+            time.sleep(0.01)
+        while "c/0/1/0" not in sets and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sets == ["c/0/0/0", "c/0/1/0"]
+    finally:
+        LocalStore._stage = real_stage  # type: ignore[method-assign]
+    arr.flush()  # its inner chunk (0,2) of shard 1; (0,3) keeps what arr2 stored
+    stored = zarr.open_array(str(tmp_path / "a"))[...]
+    assert (stored[:4, :12] == 2).all() and (stored[4:, :8] == 3).all()
+    assert (stored[:4, 12:] == 4).all() and (stored[4:, 8:] == 1).all()
+    engine.close()
+    big.close()

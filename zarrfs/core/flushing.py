@@ -154,11 +154,24 @@ class Flushing(ReadPath):
 
     def _write_behind(self) -> None:
         """Start storing the completely written dirty units in the background, so a
-        sequential writer rarely waits for a flush (one such flush per array at a time)."""
+        sequential writer rarely waits for a flush (one such flush per array at a time).
+
+        Inner chunks of shards wait until storing them is worth a shard rewrite (which
+        copies the shard's other inner chunks): a shard whose units are all complete goes at
+        once, the others once the complete units take half the dirty limit. A row-major
+        writer of shards spanning the whole depth then rewrites each shard about twice, not
+        once per layer of inner chunks."""
         with self._lock:
             if self._behind:
                 return
             units = [u for u in self._complete if u in self._dirty and u not in self._frozen]
+            if units and self._units.per_shard_count > 1:
+                limit = self.engine.dirty_limit
+                assert limit is not None
+                if len(units) * self._unit_spec.nbytes < limit // 2:
+                    whole = self._units.per_shard_count
+                    groups = self._units.groups(units).values()
+                    units = [u for us in groups if len(us) == whole for u in us]
             if not units:
                 return
             self._behind = True

@@ -24,6 +24,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,11 @@ class UnitStrategy(ABC):
         self.unit_spec: ChunkSpec = self.chunk_spec
         #: units per outer chunk along each axis
         self.per_shard: Coords = tuple(1 for _ in metadata.chunk_shape)
+
+    @property
+    def per_shard_count(self) -> int:
+        """Units per outer chunk (1 for plain chunks)."""
+        return prod(self.per_shard)
 
     def location(self, unit: Coords) -> tuple[Coords, Coords]:
         """(outer chunk coords, coords inside the shard) of a unit."""
