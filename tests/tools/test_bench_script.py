@@ -70,6 +70,3 @@ def test_decode_alone_decodes_every_unit_from_memory(tmp_path: Path) -> None:
     mem = bench_ceiling.memory_copy(store)
     run = bench_ceiling.decode_all(mem, "x", threads=2)
     assert run.units == 3 * 2 and run.seconds > 0
-    bg = bench_ceiling.Background(mem, "x")
-    bg.start()
-    assert bg.join().units == 6
