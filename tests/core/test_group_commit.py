@@ -55,7 +55,10 @@ def test_a_flush_fsyncs_each_object_then_each_directory_once(tmp_path, monkeypat
     assert len(temps) == 8  # one per object
     assert sorted(dirs) == sorted(chunk_dirs(tmp_path / "a"))  # each directory once
     assert len(dirs) == 4 and len(set(dirs)) == 4
-    assert synced.index(dirs[0]) > max(synced.index(t) for t in temps)  # renames after data
+    # per directory: its two temporaries, then the directory (after the renames)
+    for d in dirs:
+        at = synced.index(d)
+        assert [os.path.dirname(p) for p in synced[at - 2 : at]] == [d, d]
     assert (zarr.open_array(str(tmp_path / "a"))[...] == new).all()
 
 

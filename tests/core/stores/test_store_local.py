@@ -420,17 +420,29 @@ def test_group_fsyncs_each_temp_then_each_directory_once(
 ) -> None:
     keys = [f"a/c/0/{i}" for i in range(5)] + [f"b/x/y/{i}" for i in range(3)]
     synced = _record_fsyncs(monkeypatch)
+    renamed: list[int] = []  # how many fsyncs had happened at each rename
+    real_replace = os.replace
+
+    def recording_replace(src: str, dst: str, **kw: object) -> None:
+        renamed.append(len(synced))
+        real_replace(src, dst, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", recording_replace)
     group = store.group()
     for key in keys:
         group.set(key, key.encode())
-    staged = list(synced)
-    assert len(staged) == len(keys)  # one fsync per temporary file, as it is staged
-    assert all(os.path.basename(p).startswith(TEMP_PREFIX) for p in staged)
+    assert synced == []  # staging starts the write-back only
     for key in keys:  # nothing visible before the commit
         assert store.get(key) == REFERENCE.get(key)
     group.commit()
+    temps = [p for p in synced if os.path.basename(p).startswith(TEMP_PREFIX)]
+    dirs = [p for p in synced if p not in temps]
+    assert len(temps) == len(keys)  # every temporary file, before its directory's renames
+    assert len(renamed) == len(keys)
+    assert renamed == [5] * 5 + [5 + 1 + 3] * 3
     real = str(root.resolve())
-    assert synced[len(staged) :] == [f"{real}/a/c/0", f"{real}/b/x/y"]  # one per directory
+    assert dirs == [f"{real}/a/c/0", f"{real}/b/x/y"]  # one per directory, after its renames
+    assert synced.index(dirs[0]) == 5 and synced.index(dirs[1]) == len(synced) - 1
     for key in keys:
         assert store.get(key) == key.encode()
     assert not list(root.rglob(f"{TEMP_PREFIX}*"))

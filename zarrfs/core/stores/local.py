@@ -14,9 +14,9 @@ Invariants:
   is fsynced, renamed over the key (``rename`` is atomic) and then the directory is fsynced;
   directories created on the way are fsynced into their parents. Readers see the old or the
   new file, never a mix; a crash leaves the old or the new file plus, at worst, a temporary.
-- Group commit (``group``): the objects of one flush are staged as fsynced temporary files
-  (by the threads that produce them), then renamed together and each directory fsynced once
-  (``localgroup``); each object is still replaced atomically.
+- Group commit (``group``): the objects of one flush are staged as temporary files (by the
+  threads that produce them, which start their write-back), then fsynced, renamed together
+  and each directory fsynced once (``localgroup``); each object is still replaced atomically.
 - Temporary files are named ``.zarrfs-tmp-<random>``; no key may have a component starting
   with that prefix and listings skip such names, so crash leftovers are never mistaken for keys.
 - ``delete`` unlinks the file, fsyncs its directory and removes directories left empty, up to
@@ -303,7 +303,7 @@ class LocalStore(Store):
 
     def _stage(self, key: str, pieces: Pieces) -> Staged:
         parts = self._parts(key)
-        temp = self._in_key_dir(key, lambda dir_fd, name: write_temp(dir_fd, pieces()))
+        temp = self._in_key_dir(key, lambda dir_fd, name: write_temp(dir_fd, pieces(), False))
         return Staged(key, tuple(parts[:-1]), parts[-1], temp)
 
     def _commit_staged(self, staged: list[Staged]) -> None:
@@ -322,7 +322,7 @@ class LocalStore(Store):
                         raise StoreError(f"{self.url}: {key!r}: its directory disappeared")
                     try:
                         pending.pop(0)
-                        publish(dir_fd, [(st.temp, st.name) for st in group])
+                        publish(dir_fd, [(st.temp, st.name) for st in group], sync=True)
                     finally:
                         os.close(dir_fd)
                 except IsADirectoryError:
