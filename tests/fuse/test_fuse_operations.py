@@ -6,6 +6,8 @@ import errno
 import logging
 import os
 import stat
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import pyfuse3
@@ -13,12 +15,8 @@ import pytest
 import trio
 from fuse_fake_tree import MANY, PATTERN, SIZE, MemDir, MemFile, build_tree
 
-from zarrfs.fuse.operations import (
-    DEFAULT_TIMEOUTS,
-    READDIR_BATCH,
-    SIBLING_INVALIDATION_LIMIT,
-    ZarrOperations,
-)
+from zarrfs.fuse.directories import READDIR_BATCH
+from zarrfs.fuse.operations import DEFAULT_TIMEOUTS, SIBLING_INVALIDATION_LIMIT, ZarrOperations
 from zarrfs.fuse.options import MountOptions, parse_options
 
 ROOT = pyfuse3.ROOT_INODE
@@ -405,3 +403,39 @@ def test_listings_prepared_ahead_expire_with_the_attribute_timeout() -> None:
         assert offloaded == ["list_dir", "prepare_listing"]
 
     run(main)
+
+
+def test_without_opendir_the_kernel_reads_listings_by_inode_and_they_expire() -> None:
+    ops, offloaded, seen = _listing_ops("ro")
+    ops.kernel_dir_cache = True  # what a read-only mount chooses when pyfuse3 names the inode
+    walk = lookup(ops, "walk").st_ino
+
+    async def main() -> None:
+        offloaded.clear()
+        with pytest.raises(pyfuse3.FUSEError) as err:
+            await ops.opendir(walk, None)
+        assert err.value.errno == errno.ENOSYS  # the kernel opens directories itself
+        await ops.readdir(0, 0, SimpleNamespace(inode=walk))
+        assert seen == ["kid"] and offloaded == ["list_dir", "prepare_listing"]
+        kid = ops.inodes.at(("walk", "kid")).inode  # type: ignore[union-attr]
+        seen.clear()
+        offloaded.clear()
+        await ops.readdir(0, 0, SimpleNamespace(inode=kid))  # listed ahead with its parent
+        assert seen == ["a.bin", "leaf"] and offloaded == []
+        seen.clear()
+        await ops.readdir(0, 1, SimpleNamespace(inode=kid))  # the same snapshot, from entry 1
+        await ops.readdir(0, 2, SimpleNamespace(inode=kid))  # the end: nothing more
+        assert seen == ["leaf"] and offloaded == []
+
+    run(main)
+    now = time.monotonic()
+    assert ops.expired_listings(now) == []
+    later = now + DEFAULT_TIMEOUTS[True] + 1
+    walk_kid = [walk, ops.inodes.at(("walk", "kid")).inode]  # type: ignore[union-attr]
+    assert ops.expired_listings(later) == walk_kid  # oldest first, each once
+    assert ops.expired_listings(later) == []
+
+
+def test_a_writable_mount_never_hands_listings_to_the_kernel() -> None:
+    assert not make_ops("").kernel_dir_cache
+    assert not make_ops("ro,attr_timeout=0").kernel_dir_cache

@@ -275,6 +275,7 @@ async def _serve(loop: _Loop, fuse_options: set[str]) -> None:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_watch_signals, loop, signals)
                 nursery.start_soon(_announce_when_live, loop)
+                nursery.start_soon(loop.ops.expire_kernel_listings)
                 await pyfuse3.main()
                 nursery.cancel_scope.cancel()
         finally:

@@ -15,23 +15,18 @@ Invariants (developer notes):
   None; only then is the read offloaded. ``write`` likewise first tries ``write_cached`` (bytes
   into units already dirty or written whole, no load, no flush). A worker-thread round trip
   costs ~150 us, more than a cached 4 KiB read takes in total.
-- Listing ahead: preparing a directory's children also lists the child directories whose
-  listing comes from metadata already read (``VDir.lists_from_metadata``: an array's views and
-  its ``chunks/``; ``nodecalls.prepare_listing``). Their ``opendir``/``readdir`` are then
-  answered in the event loop from that listing, once, within one attribute timeout, and only
-  if nothing was changed through the mount meanwhile (``_mutates``). Opening them would
-  otherwise cost two worker-thread round trips each, more than listing them takes (a tree walk
-  opens every directory it is shown).
+- Directories (listing snapshots, listing ahead, the kernel's listing cache on read-only
+  mounts) are handled by ``directories.DirectoryHandlers``, whose notes apply here.
 - Lookup counts: +1 for lookup, create and mkdir replies, and for a readdirplus entry only when
   ``readdir_reply`` accepted it; ``forget`` subtracts (see ``inodes``).
-- readdir offsets name entries: the entry at index ``i`` of the listing snapshot taken at
-  ``opendir`` carries ``next_id = i + 1``, so offsets stay valid while the listing is read, even
-  if the directory changes meanwhile.
-- Kernel caching, chosen here and nowhere else:
-  * attribute and entry timeouts: ``DEFAULT_TIMEOUTS`` (1 s read-write, 10 s read-only) unless
+- Kernel caching, chosen here and in ``directories`` and nowhere else:
+  * attribute and entry timeouts: ``DEFAULT_TIMEOUTS`` (1 s read-write, 60 s read-only) unless
     ``-o attr_timeout=``. Consistency is close-to-open (every ``open`` revalidates the node), so
     the timeout only bounds how stale ``stat``/``ls`` may be; 1 s keeps sizes changed by other
     writers visible quickly while sparing the store a ``stat`` storm from ``ls -l``/``find``.
+    Nothing changes through a read-only mount: there the timeout only bounds how late changes
+    made by other store clients show up, and 60 s (NFS's longest attribute cache) lets a tree
+    walked once be walked again from the kernel's caches.
   * page cache: kept across opens (``keep_cache``) only when ``VFile.cache_token()`` is not None
     and equals the token of the previous open of that inode; otherwise the kernel drops it.
   * ``direct_io`` when the node asks for it (content generated per read).
@@ -58,37 +53,33 @@ Invariants (developer notes):
 from __future__ import annotations
 
 import errno
-import functools
 import itertools
 import logging
 import os
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pyfuse3
 
 from zarrfs.fuse import nodecalls
+from zarrfs.fuse.directories import DirectoryHandlers, kernel_dir_cache_supported
 from zarrfs.fuse.errors import fuse_error
 from zarrfs.fuse.inodes import Entry, InodeTable, Path
 from zarrfs.fuse.metrics import OperationLatency
 from zarrfs.fuse.offload import Offload
 from zarrfs.fuse.options import MountOptions
-from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
+from zarrfs.fuse.requests import checked_bytes, fail, mutates, show, translate
+from zarrfs.views.base import Stat, VDir, VFile, VHandle
 
 log = logging.getLogger(__name__)
 
 #: attribute/entry timeout in seconds, by "is the mount read-only"
-DEFAULT_TIMEOUTS = {False: 1.0, True: 10.0}
+DEFAULT_TIMEOUTS = {False: 1.0, True: 60.0}
 #: ``st_blksize`` when the node has no preference (the kernel's largest read request)
 DEFAULT_BLKSIZE = 128 * 1024
 #: flush/fsync/release may encode and upload a lot: their deadline is this many request deadlines
 FLUSH_DEADLINE_FACTOR = 10
-#: children stat'ed per worker call while listing a directory
-READDIR_BATCH = 128
-#: directories listed ahead (``nodecalls.prepare_listing``) kept for their ``opendir``
-PRELISTED_LIMIT = 4096
 #: a commit also drops the kernel's cached attributes of the file's siblings (an array's views
 #: derive their sizes from one another) unless the kernel knows more of them than this (a chunk
 #: directory, whose files change size only with the array's metadata, which lives elsewhere)
@@ -102,8 +93,6 @@ XATTR_PREFIX = b"user."
 _STATFS_BYTES = 1 << 50
 _STATFS_FRSIZE = 4096
 
-F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
-
 
 @dataclass(eq=False)
 class OpenFile:
@@ -113,77 +102,6 @@ class OpenFile:
     writable: bool
 
 
-@dataclass(eq=False)
-class DirListing:
-    """An open directory: the name snapshot and the children prepared for the next reply."""
-
-    path: Path
-    node: VDir
-    names: Sequence[str]
-    #: (index, name, node, stat) for indexes in [prepared_from, prepared_to)
-    prepared: list[tuple[int, str, VNode, Stat]] = field(default_factory=list)
-    prepared_from: int = 0
-    prepared_to: int = 0
-
-
-def _mutates(method: F) -> F:
-    """Mark a handler that may change what listings show: listings prepared ahead are dropped
-    when it starts and when it ends (a listing prepared meanwhile is not kept)."""
-
-    @functools.wraps(method)
-    async def handler(self: ZarrOperations, *args: Any) -> Any:
-        self._mutation()
-        try:
-            return await method(self, *args)
-        finally:
-            self._mutation()
-
-    return handler  # type: ignore[return-value]
-
-
-def _translate(method: F) -> F:
-    """Let only FUSEError out of a handler; everything else goes through the errno table."""
-
-    name = method.__name__
-
-    @functools.wraps(method)
-    async def handler(self: ZarrOperations, *args: Any) -> Any:
-        latency = self.latency  # -o metrics: time every request, count its errors
-        began = time.perf_counter() if latency is not None else 0.0
-        error: int | None = None
-        try:
-            return await method(self, *args)
-        except pyfuse3.FUSEError as exc:
-            error = exc.errno
-            raise
-        except Exception as exc:
-            failure = fuse_error(exc, self.describe(name, args))
-            error = failure.errno
-            raise failure from None
-        finally:
-            if latency is not None:
-                latency.record(name, time.perf_counter() - began, error)
-
-    return handler  # type: ignore[return-value]
-
-
-def _show(path: Path | None) -> str:
-    return "(removed)" if path is None else "/" + "/".join(path)
-
-
-def _fail(code: int) -> pyfuse3.FUSEError:
-    return pyfuse3.FUSEError(code)
-
-
-def _checked_bytes(data: Any, op: str) -> Any:
-    """``data`` if pyfuse3 can send it; else TypeError *inside* the handler (EIO), because
-    pyfuse3 converts a handler's result outside any handler, where a failure ends the
-    main loop."""
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise TypeError(f"{op} returned {type(data).__name__}, not bytes")
-    return data
-
-
 def _invalidate_kernel_attrs(inode: int) -> None:
     try:
         pyfuse3.invalidate_inode(inode, attr_only=True)
@@ -191,7 +109,7 @@ def _invalidate_kernel_attrs(inode: int) -> None:
         log.debug("invalidate_inode(%d): %s", inode, exc)
 
 
-class ZarrOperations(pyfuse3.Operations):
+class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
     """Serves a ``VDir`` tree through pyfuse3."""
 
     supports_dot_lookup = False
@@ -209,12 +127,9 @@ class ZarrOperations(pyfuse3.Operations):
         timeout = options.attr_timeout
         self._timeout = DEFAULT_TIMEOUTS[options.ro] if timeout is None else timeout
         self._files: dict[int, OpenFile] = {}
-        self._dirs: dict[int, DirListing] = {}
         #: per-operation latency histograms (``-o metrics=``; None: not measured)
         self.latency: OperationLatency | None = None
-        #: listings prepared ahead, by path; valid for one attribute timeout and only while
-        #: nothing was changed through the mount (``_mutation``)
-        self._prelisted: dict[Path, tuple[float, nodecalls.Prelisted]] = {}
+        self._init_directories(options.ro and self._timeout > 0 and kernel_dir_cache_supported())
         self._generation = 0
         self._handles = itertools.count(1)
         #: replaced in unit tests, which have no kernel to talk to
@@ -226,22 +141,22 @@ class ZarrOperations(pyfuse3.Operations):
     def _entry(self, inode: int) -> Entry:
         entry = self.inodes.get(inode)
         if entry is None:
-            raise _fail(errno.ESTALE)
+            raise fail(errno.ESTALE)
         return entry
 
     def _dir(self, inode: int) -> tuple[Path, VDir]:
         """A directory that still has a path (not removed)."""
         entry = self._entry(inode)
         if not isinstance(entry.node, VDir):
-            raise _fail(errno.ENOTDIR)
+            raise fail(errno.ENOTDIR)
         if entry.path is None:
-            raise _fail(errno.ENOENT)
+            raise fail(errno.ENOENT)
         return entry.path, entry.node
 
     def _file(self, fh: int) -> OpenFile:
         handle = self._files.get(fh)
         if handle is None:
-            raise _fail(errno.EBADF)
+            raise fail(errno.EBADF)
         return handle
 
     def describe(self, op: str, args: Sequence[Any]) -> str:
@@ -259,7 +174,7 @@ class ZarrOperations(pyfuse3.Operations):
                 path = entry.path if entry else None
         if path is not None and len(args) > 1 and isinstance(args[1], bytes):
             path = path + (os.fsdecode(args[1]),)
-        return f"{op} {_show(path)}"
+        return f"{op} {show(path)}"
 
     def attributes(self, inode: int, st: Stat) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()
@@ -304,7 +219,7 @@ class ZarrOperations(pyfuse3.Operations):
 
     # -- lookup and attributes ------------------------------------------------------------------
 
-    @_translate
+    @translate
     async def lookup(self, parent_inode: int, name: bytes, ctx: Any) -> pyfuse3.EntryAttributes:
         path, parent = self._dir(parent_inode)
         child, st = await self.offload(nodecalls.lookup_child, parent, os.fsdecode(name))
@@ -318,13 +233,13 @@ class ZarrOperations(pyfuse3.Operations):
             except Exception:  # forget has no request to fail: never let it end the main loop
                 log.exception("forget(%d, %d) failed", inode, count)
 
-    @_translate
+    @translate
     async def getattr(self, inode: int, ctx: Any) -> pyfuse3.EntryAttributes:
         entry = self._entry(inode)
         return self.attributes(inode, await self.offload(entry.node.stat))
 
-    @_translate
-    @_mutates
+    @translate
+    @mutates
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes,
                       fields: pyfuse3.SetattrFields, fh: int | None,
                       ctx: Any) -> pyfuse3.EntryAttributes:  # fmt: skip
@@ -335,13 +250,13 @@ class ZarrOperations(pyfuse3.Operations):
             or (fields.update_uid and attr.st_uid != current.st_uid)
             or (fields.update_gid and attr.st_gid != current.st_gid)
         ):
-            raise _fail(errno.EPERM)
+            raise fail(errno.EPERM)
         if not fields.update_size:
             return current
         if not isinstance(entry.node, VFile):
-            raise _fail(errno.EISDIR)
+            raise fail(errno.EISDIR)
         if self._ro:
-            raise _fail(errno.EROFS)
+            raise fail(errno.EROFS)
         held = self._files.get(fh) if fh is not None else None
         truncate_draft = getattr(held.handle, "truncate", None) if held else None
         if truncate_draft is None:
@@ -355,14 +270,14 @@ class ZarrOperations(pyfuse3.Operations):
 
     # -- files ----------------------------------------------------------------------------------
 
-    @_translate
+    @translate
     async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
         entry = self._entry(inode)
         if not isinstance(entry.node, VFile):
-            raise _fail(errno.EISDIR)
+            raise fail(errno.EISDIR)
         write = flags & os.O_ACCMODE != os.O_RDONLY
         if write and self._ro:
-            raise _fail(errno.EROFS)
+            raise fail(errno.EROFS)
         if write:
             self._mutation()
         handle, token = await self.offload(
@@ -372,13 +287,13 @@ class ZarrOperations(pyfuse3.Operations):
             self._mutation()
         return self._open_handle(entry, entry.node, handle, write, token)
 
-    @_translate
-    @_mutates
+    @translate
+    @mutates
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: Any) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:  # fmt: skip
         path, parent = self._dir(parent_inode)
         if self._ro:
-            raise _fail(errno.EROFS)
+            raise fail(errno.EROFS)
         write = flags & os.O_ACCMODE != os.O_RDONLY
         node, handle, token, st = await self.offload(
             nodecalls.create_file, parent, os.fsdecode(name), write, bool(flags & os.O_TRUNC)
@@ -389,7 +304,7 @@ class ZarrOperations(pyfuse3.Operations):
         )
 
     # pyfuse3 sends any buffer; its stub says bytes
-    @_translate
+    @translate
     async def read(  # type: ignore[override]
         self, fh: int, off: int, size: int
     ) -> bytes | memoryview:
@@ -397,14 +312,14 @@ class ZarrOperations(pyfuse3.Operations):
         data = handle.read_cached(off, size)  # answered here when it needs no waiting
         if data is None:
             data = await self.offload(handle.read, off, size)
-        return _checked_bytes(data, "read")
+        return checked_bytes(data, "read")
 
-    @_translate
-    @_mutates
+    @translate
+    @mutates
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         held = self._file(fh)
         if not held.writable:
-            raise _fail(errno.EBADF)
+            raise fail(errno.EBADF)
         if held.handle.write_cached(off, buf):  # into memory without waiting: done here
             return len(buf)
         written = await self.offload(held.handle.write, off, buf)
@@ -412,7 +327,7 @@ class ZarrOperations(pyfuse3.Operations):
             raise TypeError(f"write returned {type(written).__name__}, not int")
         return written
 
-    @_translate
+    @translate
     async def flush(self, fh: int) -> None:
         held = self._file(fh)
         if held.writable:
@@ -422,7 +337,7 @@ class ZarrOperations(pyfuse3.Operations):
             finally:
                 self._changed(held.inode)
 
-    @_translate
+    @translate
     async def fsync(self, fh: int, datasync: bool) -> None:
         held = self._file(fh)
         if held.writable:
@@ -433,7 +348,7 @@ class ZarrOperations(pyfuse3.Operations):
             if held.writable:
                 self._mutation()
 
-    @_translate
+    @translate
     async def release(self, fh: int) -> None:
         held = self._files.pop(fh, None)
         if held is None:
@@ -443,99 +358,49 @@ class ZarrOperations(pyfuse3.Operations):
         try:
             await self.offload(held.handle.release, deadline=self._flush_deadline)
         except Exception as exc:  # no process waits for this answer: log, never raise
-            fuse_error(exc, f"release {_show(held.path)} (close() already returned)")
+            fuse_error(exc, f"release {show(held.path)} (close() already returned)")
         if held.writable:
             self._changed(held.inode)
 
     # -- directories ----------------------------------------------------------------------------
 
-    @_translate
-    async def opendir(self, inode: int, ctx: Any) -> int:
-        path, node = self._dir(inode)
-        ahead = self._prelisted.pop(path, None)
-        if ahead and ahead[1].node is node and time.monotonic() - ahead[0] <= self._timeout:
-            pre = ahead[1]  # listed with its parent: answered without a worker thread
-            listing = DirListing(path, node, pre.names, pre.prepared, 0, len(pre.names))
-        else:
-            listing = DirListing(path, node, await self.offload(nodecalls.list_dir, node))
-        fh = next(self._handles)
-        self._dirs[fh] = listing
-        return fh
-
-    @_translate
-    async def readdir(self, fh: int, start_id: int, token: Any) -> None:
-        listing = self._dirs.get(fh)
-        if listing is None:
-            raise _fail(errno.EBADF)
-        index = start_id
-        while index < len(listing.names):
-            if not listing.prepared_from <= index < listing.prepared_to:
-                stop = min(index + READDIR_BATCH, len(listing.names))
-                generation = self._generation
-                listing.prepared, ahead = await self.offload(
-                    nodecalls.prepare_listing, listing.node, listing.names, index, stop
-                )
-                listing.prepared_from, listing.prepared_to = index, stop
-                if generation == self._generation:
-                    self._keep_prelisted(listing.path, ahead)
-            for position, name, child, st in listing.prepared:
-                if position < index:
-                    continue
-                path = listing.path + (name,)
-                attrs = self.attributes(self.inodes.number_for(path), st)
-                if not self.readdir_reply(token, os.fsencode(name), attrs, position + 1):
-                    return
-                self.inodes.remember(path, child)
-            index = listing.prepared_to
-
-    def _keep_prelisted(self, path: Path, ahead: list[nodecalls.Prelisted]) -> None:
-        now = time.monotonic()
-        for pre in ahead:
-            self._prelisted[path + pre.below] = (now, pre)
-        while len(self._prelisted) > PRELISTED_LIMIT:  # oldest first
-            del self._prelisted[next(iter(self._prelisted))]
-
-    @_translate
-    async def releasedir(self, fh: int) -> None:
-        self._dirs.pop(fh, None)
-
-    @_translate
-    @_mutates
+    @translate
+    @mutates
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: Any) -> pyfuse3.EntryAttributes:  # fmt: skip
         path, parent = self._dir(parent_inode)
         if self._ro:
-            raise _fail(errno.EROFS)
+            raise fail(errno.EROFS)
         node, st = await self.offload(nodecalls.make_dir, parent, os.fsdecode(name))
         entry = self.inodes.remember(path + (os.fsdecode(name),), node)
         return self.attributes(entry.inode, st)
 
-    @_translate
-    @_mutates
+    @translate
+    @mutates
     async def unlink(self, parent_inode: int, name: bytes, ctx: Any) -> None:
         path, parent = self._dir(parent_inode)
         await self.offload(parent.unlink, os.fsdecode(name))
         self.inodes.detach(path + (os.fsdecode(name),))
 
-    @_translate
-    @_mutates
+    @translate
+    @mutates
     async def rmdir(self, parent_inode: int, name: bytes, ctx: Any) -> None:
         path, parent = self._dir(parent_inode)
         await self.offload(parent.rmdir, os.fsdecode(name))
         self.inodes.detach(path + (os.fsdecode(name),))
 
-    @_translate
-    @_mutates
+    @translate
+    @mutates
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
                      name_new: bytes, flags: int, ctx: Any) -> None:  # fmt: skip
         old_path, old_parent = self._dir(parent_inode_old)
         new_path, new_parent = self._dir(parent_inode_new)
         old_name, new_name = os.fsdecode(name_old), os.fsdecode(name_new)
         if flags & pyfuse3.RENAME_EXCHANGE:
-            raise _fail(errno.EINVAL)
+            raise fail(errno.EINVAL)
         if flags & pyfuse3.RENAME_NOREPLACE:
             if await self.offload(new_parent.lookup, new_name) is not None:
-                raise _fail(errno.EEXIST)
+                raise fail(errno.EEXIST)
         await self.offload(old_parent.rename, old_name, new_parent, new_name)
         target = new_path + (new_name,)
         moved = self.inodes.moved(old_path + (old_name,), target)
@@ -552,32 +417,32 @@ class ZarrOperations(pyfuse3.Operations):
 
     # -- extended attributes and statfs ---------------------------------------------------------
 
-    @_translate
+    @translate
     async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
         entry = self._entry(inode)
         if not name.startswith(XATTR_PREFIX):  # ACLs, capabilities, SELinux: asked by ls -l
-            raise _fail(errno.ENOTSUP)  # "not supported here": ls stops asking for this mount
+            raise fail(errno.ENOTSUP)  # "not supported here": ls stops asking for this mount
         values = await self.offload(entry.node.xattrs)
         value = values.get(os.fsdecode(name))
         if value is None:
-            raise _fail(pyfuse3.ENOATTR)
-        return _checked_bytes(value, "getxattr")
+            raise fail(pyfuse3.ENOATTR)
+        return checked_bytes(value, "getxattr")
 
-    @_translate
+    @translate
     async def listxattr(self, inode: int, ctx: Any) -> list[bytes]:
         values = await self.offload(self._entry(inode).node.xattrs)
         return [os.fsencode(name) for name in values]
 
-    @_translate
+    @translate
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
-        raise _fail(errno.ENOTSUP)
+        raise fail(errno.ENOTSUP)
 
-    @_translate
+    @translate
     async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
         values = await self.offload(self._entry(inode).node.xattrs)
-        raise _fail(errno.ENOTSUP if os.fsdecode(name) in values else pyfuse3.ENOATTR)
+        raise fail(errno.ENOTSUP if os.fsdecode(name) in values else pyfuse3.ENOATTR)
 
-    @_translate
+    @translate
     async def statfs(self, ctx: Any) -> pyfuse3.StatvfsData:
         data = pyfuse3.StatvfsData()
         data.f_bsize = DEFAULT_BLKSIZE

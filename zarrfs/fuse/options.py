@@ -295,7 +295,12 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
     "uid": ("USER", "owner shown for every file (name or number; default: who mounted)"),
     "gid": ("GROUP", "group shown for every file (name or number; default: who mounted)"),
     "umask": ("OCTAL", "permission bits cleared from every mode, e.g. 022"),
-    "attr_timeout": ("SECONDS", "how long the kernel may cache names and attributes"),
+    "attr_timeout": (
+        "SECONDS",
+        "how long the kernel may cache names and attributes (default 1; 60 with ro, where it "
+        "also keeps directory listings that long: what other store clients change shows up "
+        "within that time)",
+    ),
     "threads": ("N", "worker threads for blocking store and codec calls (default 16)"),
     "timeout": ("SECONDS", "deadline of one data request before it fails with EIO (default 60)"),
     "log_level": ("LEVEL", "debug, info, warning or error (default info)"),
