@@ -29,6 +29,11 @@ class CountingStore(LocalStore):
     def get_many(self, requests):
         return [self.get(k, r) for k, r in requests]
 
+    def open_reader(self, key):  # a streaming load: recorded as one request of the whole file
+        reader = super().open_reader(key)
+        self.requests.append((key, None, 0 if reader is None else reader.size))
+        return reader
+
 
 def test_sharded_4k_read_fetches_only_the_index_and_one_inner_chunk(tmp_path):
     # inner chunks span the last axis, so one aligned 4 KiB row lies in exactly one of them

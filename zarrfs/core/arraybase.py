@@ -51,15 +51,35 @@ def byte_order_char(byte_order: str) -> Literal["<", ">", "="]:
 
 @dataclass(eq=False)
 class Load:
-    """One load job in flight: the units of one outer chunk it brings, and its result."""
+    """One load job in flight: the units of one outer chunk it brings, and its result.
+
+    A streaming load (one plain unit) also shows the unit array it is filling: its first
+    ``ready`` bytes are final and may be read while the rest is loaded; ``cond`` is notified
+    when ``ready`` grows and when the load ends."""
 
     outer: Coords
     units: list[Coords]
     done: Future[dict[Coords, Any]] = field(default_factory=Future)
-    #: the queued pool task, when a prefetch started the load (a waiter may take it back)
+    #: the queued pool task, when the load runs in the background (a waiter may take it back)
     task: Future[None] | None = None
     #: a waiter took the queued task back and runs it (set under the array's ``_lock``)
     claimed: bool = False
+    #: the unit array being filled (streaming loads), and how many of its bytes are final
+    array: np.ndarray[Any, Any] | None = None
+    ready: int = 0
+    cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def publish(self, array: np.ndarray[Any, Any], ready: int) -> None:
+        """The first ``ready`` bytes of ``array`` are loaded (called by the loading thread)."""
+        with self.cond:
+            self.array = array
+            self.ready = ready
+            self.cond.notify_all()
+
+    def ready_array(self, need: int) -> np.ndarray[Any, Any] | None:
+        """The unit array if its first ``need`` bytes are loaded (the load may still run)."""
+        with self.cond:
+            return self.array if self.array is not None and self.ready >= need else None
 
 
 class ArrayState:

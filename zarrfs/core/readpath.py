@@ -11,7 +11,11 @@ Invariants:
   and is never replaced by the fill value;
 - deferred dirty units (rows written whole, old content never loaded) are completed from the
   store before anyone reads them (``_merge_unknown``);
-- prefetch loads only what fits in the chunk cache beside the units the reader uses now.
+- prefetch loads only what fits in the chunk cache beside the units the reader uses now;
+- a streaming load (``UnitStrategy.streams``) runs in the background even for the reader that
+  starts it, and readers copy from its unit array only the pieces within its published
+  ``ready`` prefix (waiting for more, or taking the load back while it is still queued); the
+  load alone writes to that array, only beyond ``ready``, and caches it once it is whole.
 """
 
 from __future__ import annotations
@@ -65,12 +69,16 @@ class ReadPath(ArrayState):
                 return None
             units = cached
         else:
-            units = self._get_units(wanted)
+            units = self._get_units(wanted, partial=True)
         fill = self._unit_spec.fill_value
         for b, pieces in plan:
             view = out[b.flat_start - e0 : b.flat_start - e0 + b.size].reshape(b.shape)
             for p in pieces:
                 src, dirty = units[p.coords]
+                if type(src) is Load:
+                    src = self._loaded_part(src, p.coords, p.chunk_sel, not cached_only)
+                    if src is None:
+                        return None
                 if src is MISSING:
                     view[p.box_sel] = fill
                 elif dirty:
@@ -89,7 +97,8 @@ class ReadPath(ArrayState):
         return memoryview(raw.data)
 
     def _cached_units(self, coords: set[Coords]) -> dict[Coords, tuple[Any, bool]] | None:
-        """Every unit from the chunk cache, or None if one is dirty or not cached."""
+        """Every unit from the chunk cache (or a streaming load of it in flight, whose loaded
+        part may do), or None if one is dirty or neither cached nor streaming."""
         if self._dirty:
             with self._lock:
                 if not self._dirty.keys().isdisjoint(coords):
@@ -97,11 +106,54 @@ class ReadPath(ArrayState):
         uid = self.uid
         hits = self.engine.chunk_cache.get_all([(uid, c) for c in coords])
         if hits is None:
-            return None
+            if not self._units.streams or not self._inflight:
+                return None
+            out: dict[Coords, tuple[Any, bool]] = {}
+            cache = self.engine.chunk_cache
+            for c in coords:
+                hit = cache.get((uid, c), count=False)
+                if hit is None:
+                    with self._lock:
+                        hit = self._inflight.get(c)
+                    if hit is None:
+                        return None
+                out[c] = (hit, False)
+            return out
         return {key[1]: (arr, False) for key, arr in hits.items()}
 
-    def _get_units(self, coords: Iterable[Coords]) -> dict[Coords, tuple[Any, bool]]:
-        """Every requested unit as (array or MISSING, is_dirty); loads what is not cached."""
+    def _loaded_part(
+        self, load: Load, unit: Coords, sel: tuple[slice, ...], wait: bool
+    ) -> Any | None:
+        """The array of a streaming ``load`` once the elements ``sel`` of ``unit`` are loaded
+        (waiting for them, or running the load here if it is still queued), or None when
+        ``wait`` is false and they are not loaded yet. Raises what the load raised."""
+        last = np.ravel_multi_index(tuple(s.stop - 1 for s in sel), self._unit_spec.shape)
+        need = (int(last) + 1) * self.itemsize
+        while True:
+            arr = load.ready_array(need)
+            if arr is not None:
+                return arr
+            if load.done.done():
+                return load.done.result()[unit]
+            if not wait:
+                return None
+            with self._lock:  # still queued behind busy threads: run it here
+                claimed = load.task is not None and not load.claimed and load.task.cancel()
+                if claimed:
+                    load.claimed = True
+            if claimed:
+                self._run_load(load)
+                continue
+            with load.cond:
+                if not load.done.done() and (load.array is None or load.ready < need):
+                    load.cond.wait()
+
+    def _get_units(
+        self, coords: Iterable[Coords], partial: bool = False
+    ) -> dict[Coords, tuple[Any, bool]]:
+        """Every requested unit as (array or MISSING, is_dirty); loads what is not cached.
+        With ``partial``, a unit being loaded by a streaming load may come as that ``Load``
+        (read it through ``_loaded_part``)."""
         result: dict[Coords, tuple[Any, bool]] = {}
         need: list[Coords] = []
         cache = self.engine.chunk_cache
@@ -127,7 +179,7 @@ class ReadPath(ArrayState):
         self.engine.stats.add(self.path, "cache_hits", len(result))
         if need:
             self.engine.stats.add(self.path, "cache_misses", len(need))
-            for c, arr in self._load(need).items():
+            for c, arr in self._load(need, partial).items():
                 result[c] = (arr, False)
         return result
 
@@ -159,8 +211,10 @@ class ReadPath(ArrayState):
                 else:
                     arr[keep] = old[u][keep]
 
-    def _load(self, units: Sequence[Coords]) -> dict[Coords, Any]:
-        """Load units from the store concurrently (joining loads already in flight)."""
+    def _load(self, units: Sequence[Coords], partial: bool = False) -> dict[Coords, Any]:
+        """Load units from the store concurrently (joining loads already in flight). With
+        ``partial`` and a streaming strategy, the loads run in the background and the units
+        being loaded come back as their ``Load``."""
         groups = self._units.groups(units)
         waits: list[Load] = []
         mine: list[Load] = []
@@ -187,6 +241,13 @@ class ReadPath(ArrayState):
                     for u in need:
                         self._inflight[u] = load
                     mine.append(load)
+        if partial and self._units.streams:
+            for load in mine:
+                load.task = self.engine.executor.submit(self._background_load, load)
+            for load in mine + waits:
+                for u in load.units:
+                    out.setdefault(u, load)
+            return {u: out[u] for u in units}
         # our jobs in worker threads and here (``run_all``); a prefetch we join that is still
         # queued behind busy threads is taken back and run here
         self.engine.run_all([functools.partial(self._run_load, load) for load in mine])
@@ -212,8 +273,8 @@ class ReadPath(ArrayState):
             with self._lock:
                 epoch = self._epoch
             # the encoded bytes and the decoded units this load holds before they are cached
-            with self.engine.working(2 * self._unit_spec.nbytes * len(units)):
-                res = self._units.load(load.outer, units)
+            with self.engine.working(self._units.load_memory(len(units))):
+                res = self._units.load(load.outer, units, load.publish)
             with self._lock:
                 cacheable = epoch == self._epoch
             if cacheable:
@@ -227,6 +288,8 @@ class ReadPath(ArrayState):
                 for u in units:
                     if self._inflight.get(u) is load:
                         del self._inflight[u]
+            with load.cond:  # waiters of a streaming load see it ended
+                load.cond.notify_all()
 
     def _units_in(self, start: int, stop: int) -> list[Coords]:
         """The units holding the flat bytes ``[start, stop)``, in the order a reader meets them."""
@@ -263,11 +326,14 @@ class ReadPath(ArrayState):
         if self._prefetch_end - end > window // 2 or end >= self.nbytes:
             return
         self._prefetch_end = end + window
-        cache = self.engine.chunk_cache
+        engine = self.engine
+        cache = engine.chunk_cache
         unit_bytes = self._unit_spec.nbytes
         using = set(self._units_in(max(0, end - window), end))
-        # two windows of slack: the reader's next requests and other arrays also need room
-        room = cache.capacity - len(using) * unit_bytes - 2 * window
+        # the units ahead count whether cached, loading or not yet loaded, so the room is the
+        # budget dirty data leaves (loads in flight are not counted twice), less a window of
+        # slack for the reader's next requests and other arrays
+        room = engine.cache_size - engine.dirty_bytes - len(using) * unit_bytes - window
         reach = max(window, room)  # flat bytes scanned ahead (their units take >= as many)
         wanted: list[Coords] = []
         new = 0
@@ -291,10 +357,11 @@ class ReadPath(ArrayState):
                 load = Load(outer, us)
                 for u in us:
                     self._inflight[u] = load
-            load.task = self.engine.executor.submit(self._prefetch_load, load)
+            load.task = self.engine.executor.submit(self._background_load, load)
 
-    def _prefetch_load(self, load: Load) -> None:
+    def _background_load(self, load: Load) -> None:
+        """A load run by a pool thread (prefetch, streaming); its waiters see any failure."""
         self._run_load(load)
         exc = load.done.exception()
         if exc is not None:
-            log.debug("prefetch of %s failed: %s", self.path, exc)
+            log.debug("background load of %s failed: %s", self.path, exc)

@@ -12,6 +12,13 @@ Invariants:
   by the fill value;
 - a plain chunk is fetched with a byte range of at most its chain's ``max_encoded_size`` + 1
   bytes, so an oversized stored object costs no more memory than a valid chunk;
+- a streaming load (``streams``: a chain of the ``bytes`` codec alone, in the native byte
+  order, on a store that ``reads_into``) reads a chunk whose stored size is exactly the unit's
+  size straight into the unit array, front to back, and ``publish``es each prefix once it is
+  filled; nothing of a chunk of any other size is published (it is loaded as usual, and
+  refused as corrupt). Only a file changed in place while it is read can fail after a prefix
+  was published (a torn read, as with any reader of such a file);
+- ``load_memory`` bounds what a load holds before its units are cached;
 - ``store`` reserves the memory it holds (``Engine.working``) while it encodes and writes, and
   never marks anything clean; it stages its object in the flush's ``StoreGroup``, and the
   dirty set marks the units clean once the group is committed (then ``committed``);
@@ -30,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from zarrfs.core.codecs.base import ChunkSpec
+from zarrfs.core.codecs.bytes import BytesCodec
 from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.codecs.sharding import ShardingCodec
 from zarrfs.core.engine import Engine
@@ -44,6 +52,11 @@ from zarrfs.core.sharding.access import (
 from zarrfs.core.stores.base import ByteRange, Store, StoreGroup
 
 Coords = tuple[int, ...]
+#: ``publish(array, ready)``: the first ``ready`` bytes of the unit ``array`` are loaded
+Publish = Callable[[np.ndarray[Any, Any], int], None]
+
+#: a streaming load publishes the unit array every this many bytes
+STREAM_PIECE = 1 << 20
 
 #: the value of a unit (or shard index) that is not in the store
 MISSING = np.zeros(0, dtype=np.uint8)
@@ -102,9 +115,19 @@ class UnitStrategy(ABC):
                 raise
             raise type(exc)(f"{key}: {exc}") from exc
 
+    #: loads fill their unit arrays front to back and publish them as they go
+    streams: bool = False
+
+    def load_memory(self, count: int) -> int:
+        """What a load of ``count`` units holds at most: the fetched bytes and the units."""
+        return 2 * self.unit_spec.nbytes * count
+
     @abstractmethod
-    def load(self, outer: Coords, units: list[Coords]) -> dict[Coords, Any]:
-        """The units (all in outer chunk ``outer``) from the store: array or ``MISSING``."""
+    def load(
+        self, outer: Coords, units: list[Coords], publish: Publish | None = None
+    ) -> dict[Coords, Any]:
+        """The units (all in outer chunk ``outer``) from the store: array or ``MISSING``.
+        A streaming strategy calls ``publish`` as the unit array fills."""
 
     @abstractmethod
     def store(
@@ -123,20 +146,68 @@ class PlainUnits(UnitStrategy):
     def __init__(self, metadata: ArrayMetadata, ctx: UnitContext) -> None:
         super().__init__(metadata, ctx)
         self.prepared: PreparedChain = metadata.codecs.prepare(self.chunk_spec)
+        chain, spec = metadata.codecs, self.chunk_spec
+        ab = chain.array_bytes
+        self.streams = (
+            ctx.io.reads_into
+            and isinstance(ab, BytesCodec)
+            and not chain.array_array
+            and not chain.bytes_bytes
+            and spec.dtype.kind not in "OT"
+            and spec.dtype.isnative
+            and ab.stored_dtype(spec.dtype) == spec.dtype
+        )
 
-    def load(self, outer: Coords, units: list[Coords]) -> dict[Coords, Any]:
+    def load_memory(self, count: int) -> int:
+        # a streaming load reads into the unit array itself
+        return (1 if self.streams else 2) * self.unit_spec.nbytes * count
+
+    def load(
+        self, outer: Coords, units: list[Coords], publish: Publish | None = None
+    ) -> dict[Coords, Any]:
         (u,) = units
         key = self.ctx.key(u)
+        if self.streams and publish is not None:
+            return {u: self._stream(key, publish)}
+        return {u: self._decode(key)}
+
+    def _stream(self, key: str, publish: Publish) -> Any:
+        """The chunk read straight into a new unit array, published as it fills."""
+        spec = self.unit_spec
+        try:
+            reader = self.ctx.io.open_reader(key)
+        except StoreError as exc:
+            if key in str(exc):
+                raise
+            raise type(exc)(f"{key}: {exc}") from exc
+        if reader is None:
+            return MISSING
+        with reader:
+            if reader.size != spec.nbytes:  # not a valid chunk: loaded and refused as usual
+                return self._decode(key)
+            arr = np.empty(spec.shape, spec.dtype)
+            flat = arr.reshape(-1).view(np.uint8).data
+            for start in range(0, spec.nbytes, STREAM_PIECE):
+                piece = flat[start : start + STREAM_PIECE]
+                if reader.readinto(piece, start) != len(piece):
+                    raise CorruptDataError(
+                        f"chunk file shrank to {start} bytes while it was read", key=key
+                    )
+                publish(arr, start + len(piece))
+        self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
+        return arr
+
+    def _decode(self, key: str) -> Any:
         # never fetch more than a valid chunk can take (+1 byte to see that it is longer)
         data = self.store_get(key, ByteRange(0, self.prepared.max_encoded_size + 1))
         if data is None:
-            return {u: MISSING}
+            return MISSING
         try:
             arr = self.prepared.decode(data)
         except CorruptDataError as exc:
             raise CorruptDataError(str(exc), key=key) from None
         self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
-        return {u: arr}
+        return arr
 
     def store(
         self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]], group: StoreGroup
@@ -182,7 +253,9 @@ class ShardedUnits(UnitStrategy):
             cache.put((uid, shard), MISSING if index is None else index)
         return index
 
-    def load(self, outer: Coords, units: list[Coords]) -> dict[Coords, Any]:
+    def load(
+        self, outer: Coords, units: list[Coords], publish: Publish | None = None
+    ) -> dict[Coords, Any]:
         index = self.shard_index(outer)
         if index is None:
             return {u: MISSING for u in units}

@@ -101,6 +101,19 @@ class StoreContract:
             assert store.exists(key) is False, key
             assert store.version(key) is None, key
 
+    def test_open_reader_reads_what_get_returns(self, store: Store) -> None:
+        for key, value in REFERENCE.items():
+            reader = store.open_reader(key)
+            assert reader is not None and reader.size == len(value), key
+            with reader:
+                buf = bytearray(len(value) + 7)
+                half = len(value) // 2
+                assert reader.readinto(memoryview(buf)[half:], half) == len(value) - half
+                assert reader.readinto(memoryview(buf)[:half], 0) == half
+                assert bytes(buf[: len(value)]) == value, key
+        for key in ["nope", "a/c/9/9", "a/c", "b/x"]:
+            assert store.open_reader(key) is None, key
+
     def test_get_below_a_key_is_none(self, store: Store) -> None:
         assert store.get("zarr.json/inner") is None
         assert store.size("zarr.json/inner") is None

@@ -66,7 +66,8 @@ class BytesCodec(ArrayBytesCodec):
                 f"data type {spec.dtype}"
             )
 
-    def _stored_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
+    def stored_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
+        """The data type of the stored elements of a chunk of ``dtype``."""
         if not _byte_order_applies(dtype):
             return dtype
         if self.endian is None and dtype.fields is not None:
@@ -80,7 +81,7 @@ class BytesCodec(ArrayBytesCodec):
 
     def encode_buffer(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> memoryview:
         # a chunk in the stored byte order already is its own encoding: no copy
-        stored = self._stored_dtype(spec.dtype)
+        stored = self.stored_dtype(spec.dtype)
         flat = np.ascontiguousarray(arr, dtype=stored).reshape(-1).view(np.uint8)
         return memoryview(flat.data)
 
@@ -91,7 +92,7 @@ class BytesCodec(ArrayBytesCodec):
                 f"codec 'bytes': chunk is {len(data)} bytes, expected {expected} "
                 f"for shape {spec.shape} of {spec.dtype}"
             )
-        stored = self._stored_dtype(spec.dtype)
+        stored = self.stored_dtype(spec.dtype)
         flat = np.frombuffer(data, dtype=stored)
         # no copy when the stored order is the native one: a (read-only) view of the bytes
         return flat.astype(spec.dtype, copy=False).reshape(spec.shape)

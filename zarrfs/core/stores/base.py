@@ -13,6 +13,9 @@ Spec: Zarr v3 core, "Stores" (get, get_partial_values, set, erase, list_dir).
 - Stores are thread-safe: the FUSE layer calls them from many worker threads at once.
 - ``group()`` stages several sets and makes them durable together (group commit, one
   ``StoreGroup`` per flush); by default each set is stored at once, as ``set`` does.
+- ``open_reader`` gives the same bytes as ``get``, read by range into the caller's buffers; a
+  store with ``reads_into`` does so without an intermediate copy of the object (the default
+  reads the whole object with one ``get``).
 """
 
 from __future__ import annotations
@@ -80,6 +83,33 @@ def slice_range(data: bytes, byte_range: RangeRequest) -> bytes:
     return data[byte_range.start : end]
 
 
+class ObjectReader:
+    """One stored object open for range reads into caller buffers (``Store.open_reader``).
+
+    The default holds the object's bytes; stores with ``reads_into`` read from the source on
+    each call."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        #: the object's size in bytes when it was opened
+        self.size = len(data)
+
+    def readinto(self, buf: memoryview, offset: int) -> int:
+        """Fill ``buf`` with the bytes at ``offset``; fewer only at the end of the object."""
+        part = memoryview(self._data)[offset : offset + len(buf)]
+        buf[: len(part)] = part
+        return len(part)
+
+    def close(self) -> None:
+        self._data = b""
+
+    def __enter__(self) -> ObjectReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class Store(ABC):
     """Readable store. Subclasses set the capability flags and implement the methods they offer."""
 
@@ -91,6 +121,8 @@ class Store(ABC):
     url: str = ""
     #: ``set_stream`` writes the pieces as they come: the object is never whole in memory
     streams_sets: bool = False
+    #: ``open_reader`` reads straight into the caller's buffers (no copy of the whole object)
+    reads_into: bool = False
 
     @abstractmethod
     def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
@@ -99,6 +131,11 @@ class Store(ABC):
     def get_many(self, requests: Sequence[tuple[str, RangeRequest]]) -> list[bytes | None]:
         """Several reads; remote stores override to fetch concurrently and coalesce ranges."""
         return [self.get(key, rng) for key, rng in requests]
+
+    def open_reader(self, key: str) -> ObjectReader | None:
+        """The object open for range reads (see ``ObjectReader``); None if the key is missing."""
+        data = self.get(key)
+        return None if data is None else ObjectReader(data)
 
     def size(self, key: str) -> int | None:
         """The object's size in bytes, or None if missing."""

@@ -21,13 +21,15 @@ Invariants:
   with that prefix and listings skip such names, so crash leftovers are never mistaken for keys.
 - ``delete`` unlinks the file, fsyncs its directory and removes directories left empty, up to
   but not including the root. A ``set`` racing with that pruning retries its walk.
-- Ranged ``get`` reads only the requested bytes (``pread``). A missing file, a missing parent
+- Ranged ``get`` reads only the requested bytes (``pread``); ``open_reader`` reads the file
+  with ``preadv`` straight into the caller's buffers. A missing file, a missing parent
   or a directory at the key reads as None. Any other OS failure is a ``StoreError`` naming the
   key.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -38,6 +40,7 @@ from typing import TypeVar
 from zarrfs.core.errors import ReadOnlyError, StoreError
 from zarrfs.core.stores.base import (
     ByteRange,
+    ObjectReader,
     RangeRequest,
     Store,
     StoreGroup,
@@ -98,6 +101,35 @@ def _pread_all(fd: int, length: int, offset: int) -> bytes:
     return b"".join(parts)
 
 
+class _FileReader(ObjectReader):
+    """A chunk file open for ``preadv`` straight into the caller's buffers."""
+
+    def __init__(self, fd: int, size: int, error: Callable[[OSError], StoreError]) -> None:
+        self._fd = fd
+        self.size = size
+        self._error = error
+        # the whole object will be read, front to back: the kernel may read ahead further
+        with contextlib.suppress(OSError, AttributeError):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+
+    def readinto(self, buf: memoryview, offset: int) -> int:
+        got = 0
+        try:
+            while got < len(buf):
+                n = os.preadv(self._fd, [buf[got:]], offset + got)
+                if n <= 0:
+                    break
+                got += n
+        except OSError as exc:
+            raise self._error(exc) from exc
+        return got
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 class _SymlinkRefused(StoreError):
     """A key component is a symbolic link (never followed)."""
 
@@ -107,6 +139,7 @@ class LocalStore(Store):
 
     listable = True
     streams_sets = True
+    reads_into = True
 
     def __init__(
         self, root: str | os.PathLike[str], *, read_only: bool = False, create: bool = False
@@ -236,34 +269,58 @@ class LocalStore(Store):
 
     # -- readable ---------------------------------------------------------------------------
 
-    def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
+    def _open_file(self, key: str) -> tuple[int, os.stat_result] | None:
+        """An open descriptor of the key's regular file and its ``fstat`` (caller closes it);
+        None if the key is missing or a directory. Raises ``OSError`` and ``StoreError``."""
         parts = self._parts(key)
+        dir_fd = self._open_dir(parts[:-1], key, create=False)
+        if dir_fd is None:
+            return None
         try:
-            dir_fd = self._open_dir(parts[:-1], key, create=False)
-            if dir_fd is None:
+            fd = os.open(parts[-1], _READ_FLAGS, dir_fd=dir_fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._refuse_link(key, parts[-1]) from None
+            raise
+        finally:
+            os.close(dir_fd)
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                os.close(fd)
                 return None
-            try:
-                fd = os.open(parts[-1], _READ_FLAGS, dir_fd=dir_fd)
-            except (FileNotFoundError, NotADirectoryError):
+            if not stat.S_ISREG(st.st_mode):
+                raise StoreError(f"{self.url}: {key!r} is not a regular file")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, st
+
+    def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
+        try:
+            opened = self._open_file(key)
+            if opened is None:
                 return None
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise self._refuse_link(key, parts[-1]) from None
-                raise
-            finally:
-                os.close(dir_fd)
+            fd, st = opened
             try:
-                st = os.fstat(fd)
-                if stat.S_ISDIR(st.st_mode):
-                    return None
-                if not stat.S_ISREG(st.st_mode):
-                    raise StoreError(f"{self.url}: {key!r} is not a regular file")
                 start, length = resolve_range(st.st_size, byte_range)
                 return _pread_all(fd, length, start)
             finally:
                 os.close(fd)
         except OSError as exc:
             raise self._error(key, exc) from exc
+
+    def open_reader(self, key: str) -> ObjectReader | None:
+        try:
+            opened = self._open_file(key)
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+        if opened is None:
+            return None
+        fd, st = opened
+        return _FileReader(fd, st.st_size, lambda exc: self._error(key, exc))
 
     def size(self, key: str) -> int | None:
         try:

@@ -3,7 +3,8 @@
 ``StoreWrapper`` forwards the whole ``Store`` interface (every method, the capability flags and
 the URL) to the store it wraps; an adapter overrides only what it changes. Two adapters:
 
-- ``CountingReads``: counts the bytes its reads return (an array's ``bytes_fetched``);
+- ``CountingReads``: counts the bytes its reads return, ``open_reader`` reads included (an
+  array's ``bytes_fetched``);
 - ``DocumentReads``: a whole-object ``get`` reads at most ``limit`` + 1 bytes and refuses a
   longer document with ``MetadataError``, so a huge or sparse metadata file cannot make its
   reader allocate more.
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from zarrfs.core.errors import MetadataError
-from zarrfs.core.stores.base import ByteRange, RangeRequest, Store, StoreGroup
+from zarrfs.core.stores.base import ByteRange, ObjectReader, RangeRequest, Store, StoreGroup
 
 
 class StoreWrapper(Store):
@@ -43,11 +44,18 @@ class StoreWrapper(Store):
     def streams_sets(self) -> bool:  # type: ignore[override]
         return self.inner.streams_sets
 
+    @property
+    def reads_into(self) -> bool:  # type: ignore[override]
+        return self.inner.reads_into
+
     def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
         return self.inner.get(key, byte_range)
 
     def get_many(self, requests: Sequence[tuple[str, RangeRequest]]) -> list[bytes | None]:
         return self.inner.get_many(requests)
+
+    def open_reader(self, key: str) -> ObjectReader | None:
+        return self.inner.open_reader(key)
 
     def size(self, key: str) -> int | None:
         return self.inner.size(key)
@@ -100,6 +108,27 @@ class CountingReads(StoreWrapper):
         out = self.inner.get_many(requests)
         self._count(sum(len(d) for d in out if d is not None))
         return out
+
+    def open_reader(self, key: str) -> ObjectReader | None:
+        reader = self.inner.open_reader(key)
+        return None if reader is None else _CountingReader(reader, self._count)
+
+
+class _CountingReader(ObjectReader):
+    """An ``ObjectReader`` counting the bytes its reads return."""
+
+    def __init__(self, inner: ObjectReader, count: Callable[[int], None]) -> None:
+        self.inner = inner
+        self.size = inner.size
+        self._count = count
+
+    def readinto(self, buf: memoryview, offset: int) -> int:
+        n = self.inner.readinto(buf, offset)
+        self._count(n)
+        return n
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class DocumentReads(StoreWrapper):
