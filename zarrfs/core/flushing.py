@@ -29,6 +29,7 @@ from typing import Any
 from zarrfs.core.arraybase import Coords
 from zarrfs.core.errors import ZarrFSError
 from zarrfs.core.readpath import ReadPath
+from zarrfs.core.stores.base import StoreGroup
 
 log = logging.getLogger(__name__)
 
@@ -107,18 +108,20 @@ class Flushing(ReadPath):
                 self._frozen.update(snapshot)
         if not snapshot:
             return
-        group = self._io.group()
         batches = [
             (outer, {u: snapshot[u] for u in members})
             for outer, members in self._units.groups(list(snapshot)).items()
         ]
-        jobs = [functools.partial(self._units.store, outer, b, group) for outer, b in batches]
+        group: StoreGroup | None = None
         try:
+            group = self._io.group()
+            jobs = [functools.partial(self._units.store, o, b, group) for o, b in batches]
             done = self.engine.run_all(jobs)
             errors = [exc for f in done if (exc := f.exception()) is not None]
             group.commit()
         except BaseException:
-            group.abort()
+            if group is not None:
+                group.abort()
             with self._lock:
                 self._frozen.difference_update(snapshot)
             raise
