@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -76,6 +77,10 @@ def test_the_loaded_part_of_a_chunk_is_served_while_the_rest_is_read(tmp_path):
         assert later == [want[STREAM_PIECE : STREAM_PIECE + 8192]]
         assert arr.read(0, len(want)) == want
         assert store.opened == ["c/0/0/0"]  # one load of the chunk, joined by every reader
+        deadline = time.monotonic() + 10  # the load ends just after publishing its last piece
+        while arr._inflight and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not arr._inflight and arr.read_cached(0, 4096) == want[:4096]
         snap = engine.stats.snapshot()["arrays"][""]
         assert snap["chunks_decoded"] == 1 and snap["bytes_fetched"] >= len(want)
         assert engine.work_bytes == 0
