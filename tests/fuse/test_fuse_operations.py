@@ -417,6 +417,7 @@ def test_without_opendir_the_kernel_reads_listings_by_inode_and_they_expire() ->
         assert err.value.errno == errno.ENOSYS  # the kernel opens directories itself
         await ops.readdir(0, 0, SimpleNamespace(inode=walk))
         assert seen == ["kid"] and offloaded == ["list_dir", "prepare_listing"]
+        assert ops.describe("readdir", (0, 0, SimpleNamespace(inode=walk))) == "readdir /walk"
         kid = ops.inodes.at(("walk", "kid")).inode  # type: ignore[union-attr]
         seen.clear()
         offloaded.clear()

@@ -169,6 +169,9 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
             elif op in ("readdir", "releasedir"):
                 listing = self._dirs.get(args[0])
                 path = listing.path if listing else None
+                if listing is None and op == "readdir" and len(args) > 2:  # opened by the kernel
+                    entry = self.inodes.get(getattr(args[2], "inode", 0))
+                    path = entry.path if entry else None
             else:
                 entry = self.inodes.get(args[0])
                 path = entry.path if entry else None
