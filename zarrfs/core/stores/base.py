@@ -53,6 +53,22 @@ class SuffixRange:
 RangeRequest = ByteRange | SuffixRange | None
 
 
+def resolve_range(size: int, byte_range: RangeRequest) -> tuple[int, int]:
+    """``(start, length)`` of a range request on an object of ``size`` bytes, clipped."""
+    if byte_range is None:
+        return 0, size
+    if isinstance(byte_range, SuffixRange):
+        length = min(byte_range.length, size)
+        return size - length, length
+    if not isinstance(byte_range, ByteRange):
+        raise TypeError(f"not a range request: {byte_range!r}")
+    start = byte_range.start
+    if start >= size:
+        return start, 0
+    available = size - start
+    return start, available if byte_range.length is None else min(byte_range.length, available)
+
+
 def check_key(key: str) -> str:
     """Return ``key`` if it is a safe store key, else raise ``StoreError``."""
     if not isinstance(key, str) or not key:

@@ -41,7 +41,7 @@ from pathlib import Path
 import crc32c
 
 from zarrfs.core.errors import StoreError
-from zarrfs.core.stores.base import RangeRequest, slice_range
+from zarrfs.core.stores.base import RangeRequest, resolve_range, slice_range
 
 log = logging.getLogger(__name__)
 
@@ -216,8 +216,6 @@ class DiskCache:
                     return None
                 crc = _HEADER.unpack(head[: _HEADER.size])[5]
                 if byte_range is not None and verified:
-                    from zarrfs.core.stores.local import resolve_range
-
                     start, length = resolve_range(entry.size, byte_range)
                     data = os.pread(f.fileno(), length, offset + start) if length else b""
                     return data if len(data) == length else None

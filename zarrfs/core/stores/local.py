@@ -29,7 +29,6 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -39,15 +38,15 @@ from typing import TypeVar
 
 from zarrfs.core.errors import ReadOnlyError, StoreError
 from zarrfs.core.stores.base import (
-    ByteRange,
     ObjectReader,
     RangeRequest,
     Store,
     StoreGroup,
-    SuffixRange,
     check_key,
     check_prefix,
+    resolve_range,
 )
+from zarrfs.core.stores.fileio import FileReader, pread_all
 from zarrfs.core.stores.localgroup import (
     TEMP_PREFIX,
     LocalGroup,
@@ -65,69 +64,6 @@ T = TypeVar("T")
 
 #: how often ``set`` re-walks its directory when a concurrent ``delete`` pruned it
 _SET_ATTEMPTS = 64
-
-
-def resolve_range(size: int, byte_range: RangeRequest) -> tuple[int, int]:
-    """``(start, length)`` of a range request on an object of ``size`` bytes, clipped."""
-    if byte_range is None:
-        return 0, size
-    if isinstance(byte_range, SuffixRange):
-        length = min(byte_range.length, size)
-        return size - length, length
-    if not isinstance(byte_range, ByteRange):
-        raise TypeError(f"not a range request: {byte_range!r}")
-    start = byte_range.start
-    if start >= size:
-        return start, 0
-    available = size - start
-    return start, available if byte_range.length is None else min(byte_range.length, available)
-
-
-def _pread_all(fd: int, length: int, offset: int) -> bytes:
-    """Up to ``length`` bytes at ``offset`` (fewer only at end of file)."""
-    if length <= 0:
-        return b""
-    first = os.pread(fd, length, offset)
-    if len(first) == length or not first:
-        return first
-    parts = [first]
-    got = len(first)
-    while got < length:
-        more = os.pread(fd, length - got, offset + got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
-
-
-class _FileReader(ObjectReader):
-    """A chunk file open for ``preadv`` straight into the caller's buffers."""
-
-    def __init__(self, fd: int, size: int, error: Callable[[OSError], StoreError]) -> None:
-        self._fd = fd
-        self.size = size
-        self._error = error
-        # the whole object will be read, front to back: the kernel may read ahead further
-        with contextlib.suppress(OSError, AttributeError):
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-
-    def readinto(self, buf: memoryview, offset: int) -> int:
-        got = 0
-        try:
-            while got < len(buf):
-                n = os.preadv(self._fd, [buf[got:]], offset + got)
-                if n <= 0:
-                    break
-                got += n
-        except OSError as exc:
-            raise self._error(exc) from exc
-        return got
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
 
 
 class _SymlinkRefused(StoreError):
@@ -306,7 +242,7 @@ class LocalStore(Store):
             fd, st = opened
             try:
                 start, length = resolve_range(st.st_size, byte_range)
-                return _pread_all(fd, length, start)
+                return pread_all(fd, length, start)
             finally:
                 os.close(fd)
         except OSError as exc:
@@ -320,7 +256,7 @@ class LocalStore(Store):
         if opened is None:
             return None
         fd, st = opened
-        return _FileReader(fd, st.st_size, lambda exc: self._error(key, exc))
+        return FileReader(fd, st.st_size, lambda exc: self._error(key, exc))
 
     def size(self, key: str) -> int | None:
         try:

@@ -74,10 +74,10 @@ from zarrfs.core.stores.base import (
     Store,
     check_key,
     check_prefix,
+    resolve_range,
     slice_range,
 )
 from zarrfs.core.stores.diskcache import DiskCache
-from zarrfs.core.stores.local import resolve_range
 from zarrfs.core.stores.rangeplan import Fetched, KeyPlan, consistent, is_empty, obstore_range
 
 log = logging.getLogger(__name__)

@@ -42,8 +42,8 @@ from zarrfs.core.stores.base import (
     Store,
     check_key,
     check_prefix,
+    resolve_range,
 )
-from zarrfs.core.stores.local import resolve_range
 
 log = logging.getLogger(__name__)
 
