@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,3 +135,22 @@ def mounter(tmp_path: Path) -> Iterator:
 def module_mounter(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """Like ``mounter`` but the mounts live for the whole module."""
     yield from _mounts_under(tmp_path_factory.mktemp("mounts"))
+
+
+@pytest.fixture
+def record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
+    """Call it to start recording: the list it returns gets the path of every descriptor
+    ``os.fsync`` is given from then on (until the test's ``monkeypatch`` is undone)."""
+
+    def start() -> list[str]:
+        synced: list[str] = []
+        real_fsync = os.fsync
+
+        def recording_fsync(fd: int) -> None:
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", recording_fsync)
+        return synced
+
+    return start

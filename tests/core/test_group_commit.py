@@ -35,19 +35,14 @@ def chunk_dirs(root) -> set[str]:
 
 
 @pytest.mark.parametrize("sharded", [False, True])
-def test_a_flush_fsyncs_each_object_then_each_directory_once(tmp_path, monkeypatch, sharded):
+def test_a_flush_fsyncs_each_object_then_each_directory_once(
+    tmp_path, monkeypatch, record_fsyncs, sharded
+):
     make(tmp_path, sharded)
     arr = open_array(LocalStore(tmp_path / "a"), "", Engine(prefetch_bytes=0))
     new = np.arange(np.prod(SHAPE), dtype="<f4").reshape(SHAPE)
     arr.write(0, new.tobytes())  # every outer chunk
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def recording_fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", recording_fsync)
+    synced = record_fsyncs()
     arr.flush()
     monkeypatch.undo()
     temps = [p for p in synced if os.path.basename(p).startswith(TEMP_PREFIX)]

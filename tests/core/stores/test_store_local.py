@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -199,16 +200,9 @@ def test_readers_never_see_a_mix(store: LocalStore) -> None:
 
 
 def test_set_fsyncs_file_then_directory(
-    store: LocalStore, root: Path, monkeypatch: pytest.MonkeyPatch
+    store: LocalStore, root: Path, record_fsyncs: Callable[[], list[str]]
 ) -> None:
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def recording_fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", recording_fsync)
+    synced = record_fsyncs()
     store.set("n1/n2/key", b"data")
     real = str(root.resolve())
     temp_files = [p for p in synced if os.path.basename(p).startswith(TEMP_PREFIX)]
@@ -403,23 +397,14 @@ def test_root_given_through_a_link_is_resolved_once(root: Path, tmp_path: Path) 
 # -- group commit ---------------------------------------------------------------------------
 
 
-def _record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def recording_fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", recording_fsync)
-    return synced
-
-
 def test_group_fsyncs_each_temp_then_each_directory_once(
-    store: LocalStore, root: Path, monkeypatch: pytest.MonkeyPatch
+    store: LocalStore,
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    record_fsyncs: Callable[[], list[str]],
 ) -> None:
     keys = [f"a/c/0/{i}" for i in range(5)] + [f"b/x/y/{i}" for i in range(3)]
-    synced = _record_fsyncs(monkeypatch)
+    synced = record_fsyncs()
     renamed: list[int] = []  # how many fsyncs had happened at each rename
     real_replace = os.replace
 
