@@ -25,7 +25,8 @@ from obstore import exceptions as oe
 
 from zarrfs.core.errors import StoreError
 from zarrfs.core.stores.objstore import NO_RETRIES, client_options, make_store, store_options
-from zarrfs.core.stores.remote import DEFAULT_TIMEOUT, RemoteStore, first_line
+from zarrfs.core.stores.remote import RemoteStore
+from zarrfs.core.stores.retrying import DEFAULT_TIMEOUT, first_line
 
 
 def open_http_url(url: str, *, read_only: bool = True, **options: Any) -> RemoteStore:

@@ -34,7 +34,8 @@ from obstore import exceptions as oe
 from zarrfs.core.errors import StoreError
 from zarrfs.core.stores.base import check_key
 from zarrfs.core.stores.diskcache import open_disk_cache
-from zarrfs.core.stores.remote import DEFAULT_TIMEOUT, RemoteStore, first_line
+from zarrfs.core.stores.remote import RemoteStore
+from zarrfs.core.stores.retrying import DEFAULT_TIMEOUT, first_line
 
 #: obstore's own retries are off: ``RemoteStore`` retries within its deadline
 NO_RETRIES: Any = {"max_retries": 0, "retry_timeout": timedelta(seconds=1)}

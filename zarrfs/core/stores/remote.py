@@ -10,14 +10,10 @@ Invariants:
 - Deadline. One public call (``get``, ``get_many``, ``set``, a listing ...) has one deadline,
   ``timeout`` seconds (default 30) from its start, shared by every request it makes (a HEAD
   after a 416, the parts of ``get_many``, the re-read after a failed precondition). Each
-  attempt is cut off by the client after ``attempt_timeout`` (default ``timeout / 3``); a retry
-  starts only while a whole attempt still fits before the deadline, and a ``get_many`` part
-  still queued at the deadline fails without starting. Transient failures -- 5xx, 429/503
-  throttling, 408, connection errors, timeouts, bodies shorter than announced -- are retried
-  at most ``retries`` times with exponential backoff and jitter; any other failure ends the
-  call at once. Giving up raises ``StoreTimeout`` (the last failure was a timeout) or
-  ``StoreError``: the FUSE layer turns both into EIO for the bytes concerned, never into fill
-  values.
+  attempt is cut off by the client after ``attempt_timeout`` (default ``timeout / 3``); a
+  ``get_many`` part still queued at the deadline fails without starting. Which failures are
+  retried, and how, is ``retrying.py``'s; giving up raises ``StoreTimeout`` or ``StoreError``,
+  which the FUSE layer turns into EIO for the bytes concerned, never into fill values.
 - Absence. ``get`` returns None only when the server said 404 for that key.
 - Whole bytes. A body is accepted only when its length equals the range the server says it sent
   (the whole object: its size). The ranges of one key that ``get_many`` fetches in several
@@ -55,11 +51,7 @@ asks the server with ``If-None-Match`` and a 304 serves the cached bytes.
 from __future__ import annotations
 
 import logging
-import random
-import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -67,7 +59,7 @@ from typing import Any, TypeVar
 import obstore
 from obstore import exceptions as oe
 
-from zarrfs.core.errors import ConflictError, ReadOnlyError, StoreError, StoreTimeout
+from zarrfs.core.errors import ConflictError, ReadOnlyError, StoreError
 from zarrfs.core.stores.base import (
     ByteRange,
     RangeRequest,
@@ -79,13 +71,26 @@ from zarrfs.core.stores.base import (
 )
 from zarrfs.core.stores.diskcache import DiskCache
 from zarrfs.core.stores.rangeplan import Fetched, KeyPlan, consistent, is_empty, obstore_range
+from zarrfs.core.stores.retrying import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    NOT_FOUND,
+    Changed,
+    Conflict,
+    NoConditional,
+    NoRangeSupport,
+    RangeUnsatisfiable,
+    Retrying,
+    Transient,
+    first_line,
+    status_of,
+)
+from zarrfs.core.stores.versions import VersionMemory
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_TIMEOUT = 30.0
-DEFAULT_RETRIES = 6
 DEFAULT_CONCURRENCY = 16
 #: ranges of one key closer than this are fetched as one span
 DEFAULT_COALESCE_GAP = 256 << 10
@@ -93,53 +98,6 @@ DEFAULT_COALESCE_GAP = 256 << 10
 DEFAULT_MAX_FULL_GET = 256 << 20
 #: keys whose last seen version is remembered for conditional writes
 DEFAULT_REMEMBER = 100_000
-_BACKOFF_FIRST = 0.1
-_BACKOFF_MAX = 4.0
-_STATUS = re.compile(r"status code: (\d{3})")
-#: how obstore (reqwest, hyper) describes a request cut off by its timeout
-_TIMEOUT_MARKS = ("TimedOut", "kind: Timeout", "timed out")
-#: obstore raises the builtin FileNotFoundError for a 404
-_NOT_FOUND = (oe.NotFoundError, FileNotFoundError)
-#: remembered state of a key seen missing
-_MISSING = ("", None)
-
-
-class _Transient(Exception):
-    """A failure worth retrying (raised inside an attempt)."""
-
-    def __init__(self, message: str, timeout: bool = False) -> None:
-        super().__init__(message)
-        self.timeout = timeout
-
-
-class _RangeUnsatisfiable(Exception):
-    """The server answered 416: the range starts at or past the end."""
-
-
-class _NoRangeSupport(Exception):
-    """The server sent the whole object for a range request."""
-
-
-class _Changed(Exception):
-    """An ``If-Match`` read found another version."""
-
-
-class _Conflict(Exception):
-    """A conditional PUT failed its precondition."""
-
-
-class _NoConditional(Exception):
-    """The server does not support conditional PUTs."""
-
-
-def first_line(exc: BaseException, limit: int = 300) -> str:
-    text = str(exc).strip().split("\n", 1)[0]
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _status(exc: BaseException) -> int | None:
-    match = _STATUS.search(str(exc))
-    return int(match.group(1)) if match else None
 
 
 class RemoteStore(Store):
@@ -167,101 +125,26 @@ class RemoteStore(Store):
         self.url = url
         self.writable = not read_only
         self.listable = listable
-        self.timeout = float(timeout)
-        self.attempt_timeout = float(attempt_timeout or timeout / 3)
-        self.retries = retries
+        self.retrying = Retrying(url, timeout, attempt_timeout, retries)
+        self.timeout = self.retrying.timeout
+        self.attempt_timeout = self.retrying.attempt_timeout
         self.coalesce_gap = coalesce_gap
         self.max_full_get = max_full_get
         self.conditional_writes = True
         self.disk_cache = disk_cache
-        self._remember_limit = remember
-        self._seen: OrderedDict[str, tuple[str | None, str | None]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._versions = VersionMemory(remember)
         self._ranges_ignored = False
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="zarrfs-remote")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r}, read_only={not self.writable})"
 
-    # -- deadline and retries ---------------------------------------------------------------
-
     def call(self, op: str, key: str, attempt: Callable[[], T], deadline: float | None = None) -> T:
-        """Run ``attempt`` until it succeeds, fails for good, or ``deadline`` (a
-        ``time.monotonic()`` value; default ``timeout`` from now) is near."""
-        start = time.monotonic()
-        deadline = start + self.timeout if deadline is None else deadline
-        if start >= deadline:
-            raise StoreTimeout(f"{self.url}: {op} {key!r}: no time left before the deadline")
-        tries = 0
-        while True:
-            tries += 1
-            try:
-                return attempt()
-            except _Transient as exc:
-                failure = exc
-            except (oe.BaseError, OSError) as exc:
-                failure = self._classify(op, key, exc)
-            now = time.monotonic()
-            delay = min(_BACKOFF_MAX, _BACKOFF_FIRST * 2 ** (tries - 1)) * random.uniform(0.5, 1)
-            if tries > self.retries or now + delay + self.attempt_timeout > deadline:
-                kind = StoreTimeout if failure.timeout else StoreError
-                raise kind(
-                    f"{self.url}: {op} {key!r} failed after {tries} attempt(s) in "
-                    f"{now - start:.1f} s: {failure}"
-                )
-            log.info("%s: %s %r: %s; retry %d in %.2f s", self.url, op, key, failure, tries, delay)
-            time.sleep(delay)
-
-    def _classify(self, op: str, key: str, exc: Exception) -> _Transient:
-        """A transient failure to retry, or raise the permanent ``StoreError`` for ``exc``."""
-        message = first_line(exc)
-        if isinstance(exc, (oe.PermissionDeniedError, oe.UnauthenticatedError)):
-            raise StoreError(
-                f"{self.url}: {op} {key!r}: access denied ({message}); check the credentials "
-                "(AWS_*/GOOGLE_*/AZURE_* environment variables) or use -o anon for public data"
-            ) from None
-        if not isinstance(exc, oe.GenericError):
-            raise StoreError(f"{self.url}: {op} {key!r}: {message}") from None
-        status = _status(exc)
-        if status is not None and 400 <= status < 500 and status not in (408, 429):
-            raise StoreError(f"{self.url}: {op} {key!r}: {message}") from None
-        if status in (501, 505):
-            raise StoreError(f"{self.url}: {op} {key!r}: {message}") from None
-        text = str(exc)
-        timed_out = status is None and any(mark in text for mark in _TIMEOUT_MARKS)
-        return _Transient(message, timeout=timed_out)
-
-    # -- remembered versions (conditional writes) -------------------------------------------
+        """``attempt`` under this store's deadline and retries (``retrying.Retrying.call``)."""
+        return self.retrying.call(op, key, attempt, deadline)
 
     def _remember(self, key: str, fetched: Fetched) -> None:
-        if fetched.data is None:
-            state: tuple[str | None, str | None] = _MISSING
-        elif fetched.etag is None and fetched.generation is None:
-            with self._lock:
-                self._seen.pop(key, None)
-            return
-        else:
-            state = (fetched.etag, fetched.generation)
-        with self._lock:
-            known = self._seen.get(key)
-            if state[1] is None and known is not None and known[0] == state[0]:
-                state = known  # a 304 from the disk cache: keep the generation we knew
-            self._seen[key] = state
-            self._seen.move_to_end(key)
-            while len(self._seen) > self._remember_limit:
-                self._seen.popitem(last=False)
-
-    def _put_mode(self, key: str) -> Any:
-        if not self.conditional_writes:
-            return "overwrite"
-        with self._lock:
-            state = self._seen.get(key)
-        if state is None:
-            return "overwrite"
-        if state == _MISSING:
-            return "create"
-        etag, generation = state
-        return {"e_tag": etag} if generation is None else {"e_tag": etag, "version": generation}
+        self._versions.remember(key, fetched)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -271,7 +154,7 @@ class RemoteStore(Store):
         def attempt() -> Any:
             try:
                 return obstore.head(self.backend, key)
-            except _NOT_FOUND:
+            except NOT_FOUND:
                 return None
 
         return self.call("HEAD", key, attempt, deadline)
@@ -291,7 +174,7 @@ class RemoteStore(Store):
             meta = result.meta
             lo, hi = result.range
             body = result.bytes()
-        except _NOT_FOUND:
+        except NOT_FOUND:
             return Fetched(None)
         except oe.NotModifiedError:
             assert self.disk_cache is not None and cached is not None
@@ -300,21 +183,21 @@ class RemoteStore(Store):
                 return self._attempt_get(key, rng, if_match, None)
             return Fetched(data, cached)
         except oe.PreconditionError:
-            raise _Changed() from None
+            raise Changed() from None
         except oe.NotSupportedError as exc:
             if "range" in str(exc).lower():
-                raise _NoRangeSupport() from None
+                raise NoRangeSupport() from None
             raise
         except oe.GenericError as exc:
-            if _status(exc) == 416:
-                raise _RangeUnsatisfiable() from None
+            if status_of(exc) == 416:
+                raise RangeUnsatisfiable() from None
             if "non-partial" in str(exc).lower():
-                raise _NoRangeSupport() from None
+                raise NoRangeSupport() from None
             raise
         data = bytes(body)
         expected = meta["size"] if rng is None else hi - lo
         if len(data) != expected:
-            raise _Transient(f"body of {len(data)} bytes where {expected} were announced")
+            raise Transient(f"body of {len(data)} bytes where {expected} were announced")
         return Fetched(data, meta.get("e_tag"), meta.get("version"), meta.get("size"))
 
     def _fetch(
@@ -338,7 +221,7 @@ class RemoteStore(Store):
             fetched = self.call(
                 "GET", key, lambda: self._attempt_get(key, rng, if_match, cached), deadline
             )
-        except _RangeUnsatisfiable:
+        except RangeUnsatisfiable:
             meta = self._head(key, deadline)
             if meta is None:
                 return Fetched(None)
@@ -350,11 +233,11 @@ class RemoteStore(Store):
                 fetched = self.call(
                     "GET", key, lambda: self._attempt_get(key, exact, if_match, None), deadline
                 )
-            except (_RangeUnsatisfiable, _NoRangeSupport):
+            except (RangeUnsatisfiable, NoRangeSupport):
                 raise StoreError(
                     f"{self.url}: GET {key!r}: the object changed during the read"
                 ) from None
-        except _NoRangeSupport:
+        except NoRangeSupport:
             return self._fetch_whole_sliced(key, rng, if_match, deadline)
         if self.disk_cache and fetched.whole and fetched.etag and fetched.etag != cached:
             assert fetched.data is not None
@@ -386,7 +269,7 @@ class RemoteStore(Store):
         check_key(key)
         try:
             fetched = self._fetch(key, byte_range)
-        except _Changed:  # only with if_match, which get() never sends
+        except Changed:  # only with if_match, which get() never sends
             raise StoreError(f"{self.url}: GET {key!r}: the object changed") from None
         if not is_empty(byte_range):  # an empty range is a HEAD: it reads no data
             self._remember(key, fetched)
@@ -442,7 +325,7 @@ class RemoteStore(Store):
             try:
                 for part in plan.parts[1:]:
                     got.append(self._fetch(key, part, got[0].etag, deadline))
-            except _Changed:
+            except Changed:
                 continue
             if consistent(got):
                 return got
@@ -472,7 +355,9 @@ class RemoteStore(Store):
         self._check_writable()
         check_key(key)
         payload = bytes(data)
-        mode = self._put_mode(key)
+        mode: Any = "overwrite"
+        if self.conditional_writes:
+            mode = self._versions.put_mode(key)
         tries = 0
         deadline = time.monotonic() + self.timeout
 
@@ -482,19 +367,19 @@ class RemoteStore(Store):
             try:
                 return obstore.put(self.backend, key, payload, mode=mode, use_multipart=False)
             except (oe.PreconditionError, oe.AlreadyExistsError) as exc:
-                raise _Conflict(first_line(exc)) from None
+                raise Conflict(first_line(exc)) from None
             except oe.NotSupportedError:
                 if mode == "overwrite":
                     raise
-                raise _NoConditional() from None
+                raise NoConditional() from None
             except oe.GenericError as exc:
-                if mode != "overwrite" and _status(exc) == 501:
-                    raise _NoConditional() from None
+                if mode != "overwrite" and status_of(exc) == 501:
+                    raise NoConditional() from None
                 raise
 
         try:
             result = self.call("PUT", key, attempt, deadline)
-        except _Conflict as exc:
+        except Conflict as exc:
             if tries > 1:
                 now = self._fetch(key, None, None, deadline)
                 if now.data == payload:  # an earlier attempt of ours landed
@@ -508,7 +393,7 @@ class RemoteStore(Store):
             raise ConflictError(
                 f"{self.url}: {key!r} was changed by another writer; not overwritten"
             ) from None
-        except _NoConditional:
+        except NoConditional:
             log.warning("%s: conditional writes are not supported; writing unconditionally",
                         self.url)  # fmt: skip
             self.conditional_writes = False
@@ -529,7 +414,7 @@ class RemoteStore(Store):
         def attempt() -> None:
             try:
                 obstore.delete(self.backend, key)
-            except _NOT_FOUND:
+            except NOT_FOUND:
                 pass
 
         self.call("DELETE", key, attempt)
