@@ -478,6 +478,31 @@ def test_read_memory_stays_within_cache_size(tmp_path):
         engine.close()
 
 
+def test_a_pressure_flush_stores_completely_written_units_before_older_partial_ones(tmp_path):
+    # a row-major writer has the next layer of units partly written when the dirty limit is
+    # reached: storing those would load their old content and store them twice
+    z = zarr.create_array(str(tmp_path / "a"), shape=(8, 64), chunks=(4, 64), dtype="<u4",
+                          compressors=None)  # fmt: skip
+    z[...] = 5
+    store = CountingStore(tmp_path / "a")
+    engine = Engine(cache_size=1 << 20)
+    arr = open_array(store, "", engine)
+    row = 64 * 4
+    arr.write(4 * row, np.ones(64, "<u4").tobytes())  # unit 1: one row of four (oldest)
+    arr.write(0, np.full(4 * 64, 2, "<u4").tobytes())  # unit 0: whole
+    store.requests.clear()
+    arr.flush(down_to=engine.dirty_bytes - 4 * row)  # room for one unit
+    assert arr._dirty.keys() == {(1, 0)}  # the complete one went, the partial one stays
+    assert store.requests == []  # nothing loaded to merge
+    assert np.array_equal(zarr.open_array(str(tmp_path / "a"))[:4], np.full((4, 64), 2))
+    arr.flush()
+    want = np.full((8, 64), 5, "<u4")
+    want[:4] = 2
+    want[4] = 1
+    assert np.array_equal(zarr.open_array(str(tmp_path / "a"))[...], want)
+    engine.close()
+
+
 def test_inline_writes_only_when_nothing_needs_waiting(tmp_path):
     z = zarr.create_array(str(tmp_path / "a"), shape=(8, 64), chunks=(4, 64), dtype="<u4",
                           compressors=None, fill_value=7)  # fmt: skip

@@ -6,6 +6,8 @@ dirty (docs/write-path.md, "Atomic set")."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -199,3 +201,39 @@ def test_inner_chunks_are_written_behind_when_worth_a_shard_rewrite(tmp_path):
     assert (stored[:4, 12:] == 4).all() and (stored[4:, 8:] == 1).all()
     engine.close()
     big.close()
+
+
+def test_temporary_files_are_written_by_at_most_one_thread_per_cpu(tmp_path, monkeypatch):
+    # page-cache copies from more threads than CPUs only contend in the kernel
+    from zarrfs.core.stores import localgroup
+
+    store = LocalStore(tmp_path)
+    lock = threading.Lock()
+    busy, peak = [0], [0]
+    real_write = os.write
+
+    def write(fd, data):
+        with lock:
+            busy[0] += 1
+            peak[0] = max(peak[0], busy[0])
+        try:
+            time.sleep(0.01)  # long enough for every thread to be in a write at once
+            return real_write(fd, data)
+        finally:
+            with lock:
+                busy[0] -= 1
+
+    monkeypatch.setattr(localgroup.os, "write", write)
+    monkeypatch.setattr(localgroup, "_WRITERS", threading.BoundedSemaphore(2))
+    group = store.group()
+    threads = [
+        threading.Thread(target=group.set, args=(f"k/{n}", bytes([n]) * 4096)) for n in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    monkeypatch.undo()
+    group.commit()
+    assert peak[0] == 2
+    assert all(store.get(f"k/{n}") == bytes([n]) * 4096 for n in range(8))

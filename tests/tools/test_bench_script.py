@@ -1,9 +1,12 @@
 """The benchmark's bookkeeping (``scripts/bench.py``, ``scripts/bench_ceiling.py``): ratios
 against the best peer, rows measured on a busy machine flagged, and the ceiling's decode pass
-decoding every unit from memory."""
+decoding every unit from memory; the pyfuse3 write floor storing what ``dd`` wrote."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -70,3 +73,17 @@ def test_decode_alone_decodes_every_unit_from_memory(tmp_path: Path) -> None:
     mem = bench_ceiling.memory_copy(store)
     run = bench_ceiling.decode_all(mem, "x", threads=2)
     assert run.units == 3 * 2 and run.seconds > 0
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse")
+def test_the_write_floor_stores_what_dd_wrote(tmp_path: Path) -> None:
+    src = tmp_path / "src.raw"
+    src.write_bytes(np.random.default_rng(1).integers(0, 256, 4 << 20, dtype=np.uint8).tobytes())
+    out = subprocess.run(
+        [sys.executable, str(SCRIPTS / "write_floor.py"), str(src), "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    runs = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["kind"] for r in runs] == ["memory", "file"]
+    assert all(r["same"] and r["mib_s"] > 0 for r in runs)
+    assert [p.name for p in tmp_path.iterdir()] == ["src.raw"]  # the floor's file is gone

@@ -94,6 +94,11 @@ class Flushing(ReadPath):
                 else:
                     units = [u for u in only if u in self._dirty]
                 if down_to is not None:
+                    # completely written units first: storing one frees its memory for good,
+                    # while a partly written one must be merged with its stored content (a
+                    # load) and is stored again once the writer completes it
+                    whole = self._complete
+                    units = [u for u in units if u in whole] + [u for u in units if u not in whole]
                     excess = self.engine.dirty_bytes - down_to
                     for n, u in enumerate(units):
                         if excess <= 0:
