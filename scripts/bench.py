@@ -30,8 +30,9 @@ freshly opened array):
 4. full overwrite (``dd ... conv=notrunc,fsync``) vs ``a[...] = x`` and ``write()``, each
    followed by ``sync`` so all three end with the data on disk;
    beside it (once per run) the pyfuse3 write floor (``scripts/write_floor.py``): the same
-   ``dd`` + ``sync`` into a minimal pyfuse3 file system storing each write in one real file;
-   where that floor is below the best peer, the target is 0.9× the floor;
+   ``dd`` + ``sync`` into a minimal pyfuse3 file system storing each write in one real file,
+   or copying it into a buffer (the FUSE transport alone); the floors explain the row, the
+   target stays the best peer (a naive file system is not a limit of the machine);
 5. the daemon's peak RSS (VmRSS polled, and VmHWM) during 1 and 4, against ``-o cache_size``;
 6. (sharded) bytes fetched from the store for one 4 KiB read, from ``/.zarrfs/stats.json``
    (cross-checked with strace when available) vs the shard index(es) + touched inner chunks;
@@ -1056,15 +1057,14 @@ class Bench:
         rate = {k: mibps(n, median(secs)) for k, secs in t.items()}
         floor = self.write_floor()
         r = Row("4. full overwrite (MiB/s)", v, rate["zf"], rate["zp"], rate["ts"],
-                "≥ 1.0× best peer, or ≥ 0.9× the pyfuse3 write floor below it")  # fmt: skip
-        best = r.best_peer or 0.0
-        to_floor = rate["zf"] / floor["file"] if floor["file"] else 0.0
-        r.met = (r.ratio or 0) >= 1.0 or (floor["file"] < best and to_floor >= 0.9)
+                "≥ 1.0× best peer")  # fmt: skip
+        r.met = (r.ratio or 0) >= 1.0
         r.notes = "; ".join(
             x
             for x in (
                 "dd bs=1M conv=notrunc,fsync; all three + sync",
-                f"pyfuse3 write floor {floor['file']:.0f} MiB/s (zarrfs at {to_floor:.2f}× it)",
+                f"pyfuse3 write floors: one real file {floor['file']:.0f} MiB/s, a buffer "
+                f"(transport alone) {floor['memory']:.0f} MiB/s",
                 "zarr-python reads back src.raw" if identical else "**read-back DIFFERS**",
                 split,
                 f"median of {reps}" if reps > 1 else "",
