@@ -10,6 +10,10 @@ Invariants:
   final component relative to its parent's descriptor without following links. No symbolic
   link inside the store is ever followed, so nothing outside the root can be read or written
   through one (a key reached through a link raises ``StoreError``; links are never listed).
+  Where the kernel has ``openat2`` (``beneath``), a key that reads is resolved in one call with
+  the same rule (no link followed, nothing outside the root); whatever that call cannot decide
+  (a link met, ``openat2`` missing) is walked as above, which gives the precise answer. The
+  root is opened once, at construction (reopened after ``close``).
 - Atomic, durable ``set``: the bytes go to a temporary file in the key's own directory, which
   is fsynced, renamed over the key (``rename`` is atomic) and then the directory is fsynced;
   directories created on the way are fsynced into their parents. Readers see the old or the
@@ -32,7 +36,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -46,6 +50,7 @@ from zarrfs.core.stores.base import (
     check_prefix,
     resolve_range,
 )
+from zarrfs.core.stores.beneath import open_beneath
 from zarrfs.core.stores.fileio import FileReader, pread_all
 from zarrfs.core.stores.localgroup import (
     TEMP_PREFIX,
@@ -57,20 +62,20 @@ from zarrfs.core.stores.localgroup import (
     unlink_quietly,
     write_temp,
 )
+from zarrfs.core.stores.locallist import LocalListing, SymlinkRefused
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_PATH_FLAGS = getattr(os, "O_PATH", 0) | os.O_NOFOLLOW | os.O_CLOEXEC
+#: ``_lstat_beneath``: a component of the key is missing
+_MISSING = os.stat_result((0,) * 10)
 T = TypeVar("T")
 
 #: how often ``set`` re-walks its directory when a concurrent ``delete`` pruned it
 _SET_ATTEMPTS = 64
 
 
-class _SymlinkRefused(StoreError):
-    """A key component is a symbolic link (never followed)."""
-
-
-class LocalStore(Store):
+class LocalStore(LocalListing, Store):
     """A directory on a local (or network) file system as a Zarr store."""
 
     listable = True
@@ -96,6 +101,25 @@ class LocalStore(Store):
         self.root = real
         self.writable = not read_only
         self.url = Path(real).as_uri()
+        #: a descriptor of the root, every path is resolved from (opened on first use)
+        self._root_fd = -1
+
+    def _root(self) -> int:
+        fd = self._root_fd
+        if fd < 0:
+            fd = self._root_fd = os.open(self.root, _DIR_FLAGS)
+        return fd
+
+    def close(self) -> None:
+        fd, self._root_fd = self._root_fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:  # pragma: no cover - interpreter shutdown
+            pass
 
     def __repr__(self) -> str:
         return f"LocalStore({self.root!r}, read_only={not self.writable})"
@@ -116,8 +140,8 @@ class LocalStore(Store):
         prefix = prefix.rstrip("/")
         return prefix.split("/") if prefix else []
 
-    def _refuse_link(self, key: str, name: str) -> _SymlinkRefused:
-        return _SymlinkRefused(
+    def _refuse_link(self, key: str, name: str) -> SymlinkRefused:
+        return SymlinkRefused(
             f"{self.url}: {key!r}: {name!r} is a symbolic link; links are not followed"
         )
 
@@ -153,7 +177,7 @@ class LocalStore(Store):
     def _open_dirs(self, parts: Sequence[str], key: str, *, create: bool) -> list[int] | None:
         """Descriptors of the root and each directory in ``parts`` (caller closes them all);
         None if one is missing (and ``create`` is false)."""
-        fds = [os.open(self.root, _DIR_FLAGS)]
+        fds = [os.dup(self._root())]
         try:
             for name in parts:
                 fd = self._open_child_dir(fds[-1], name, key, create)
@@ -168,7 +192,14 @@ class LocalStore(Store):
 
     def _open_dir(self, parts: Sequence[str], key: str, *, create: bool) -> int | None:
         """Descriptor of the directory ``parts`` (closing the ones on the way), or None."""
-        fd = os.open(self.root, _DIR_FLAGS)
+        if not create:
+            try:
+                fast = open_beneath(self._root(), "/".join(parts) or ".", _DIR_FLAGS)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            if fast is not None:
+                return fast
+        fd = os.dup(self._root())
         try:
             for name in parts:
                 child = self._open_child_dir(fd, name, key, create)
@@ -186,15 +217,19 @@ class LocalStore(Store):
     def _lstat(self, key: str) -> os.stat_result | None:
         """``lstat`` of the key's file, None if missing or a directory; refuses links."""
         parts = self._parts(key)
-        dir_fd = self._open_dir(parts[:-1], key, create=False)
-        if dir_fd is None:
+        st = self._lstat_beneath(key)
+        if st is None:
+            dir_fd = self._open_dir(parts[:-1], key, create=False)
+            if dir_fd is None:
+                return None
+            try:
+                st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            finally:
+                os.close(dir_fd)
+        elif st is _MISSING:
             return None
-        try:
-            st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        finally:
-            os.close(dir_fd)
         if stat.S_ISLNK(st.st_mode):
             raise self._refuse_link(key, parts[-1])
         if stat.S_ISDIR(st.st_mode):
@@ -203,25 +238,33 @@ class LocalStore(Store):
             raise StoreError(f"{self.url}: {key!r} is not a regular file")
         return st
 
+    def _lstat_beneath(self, key: str) -> os.stat_result | None:
+        """``lstat`` of ``key`` through one ``openat2`` (a final link is opened as the link);
+        ``_MISSING`` if a component is missing, None if only the walk can tell."""
+        try:
+            fd = open_beneath(self._root(), key, _PATH_FLAGS)
+        except (FileNotFoundError, NotADirectoryError):
+            return _MISSING
+        if fd is None:
+            return None
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
     # -- readable ---------------------------------------------------------------------------
 
     def _open_file(self, key: str) -> tuple[int, os.stat_result] | None:
         """An open descriptor of the key's regular file and its ``fstat`` (caller closes it);
         None if the key is missing or a directory. Raises ``OSError`` and ``StoreError``."""
         parts = self._parts(key)
-        dir_fd = self._open_dir(parts[:-1], key, create=False)
-        if dir_fd is None:
-            return None
         try:
-            fd = os.open(parts[-1], _READ_FLAGS, dir_fd=dir_fd)
+            fast = open_beneath(self._root(), key, _READ_FLAGS)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise self._refuse_link(key, parts[-1]) from None
-            raise
-        finally:
-            os.close(dir_fd)
+        fd = self._open_walked(parts, key) if fast is None else fast
+        if fd is None:
+            return None
         try:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
@@ -233,6 +276,21 @@ class LocalStore(Store):
             os.close(fd)
             raise
         return fd, st
+
+    def _open_walked(self, parts: list[str], key: str) -> int | None:
+        dir_fd = self._open_dir(parts[:-1], key, create=False)
+        if dir_fd is None:
+            return None
+        try:
+            return os.open(parts[-1], _READ_FLAGS, dir_fd=dir_fd)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._refuse_link(key, parts[-1]) from None
+            raise
+        finally:
+            os.close(dir_fd)
 
     def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
         try:
@@ -387,59 +445,6 @@ class LocalStore(Store):
                 _close_all(fds)
         except OSError as exc:
             raise self._error(key, exc) from exc
-
-    # -- listable ---------------------------------------------------------------------------
-
-    def _scan(self, dir_fd: int) -> tuple[list[str], list[str]]:
-        files: list[str] = []
-        dirs: list[str] = []
-        with os.scandir(dir_fd) as entries:
-            for entry in entries:
-                name = entry.name
-                if name.startswith(TEMP_PREFIX) or "\\" in name:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    dirs.append(name)
-                elif entry.is_file(follow_symlinks=False):
-                    files.append(name)
-        files.sort()
-        dirs.sort()
-        return files, dirs
-
-    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
-        parts = self._prefix_parts(prefix)
-        if any(part.startswith(TEMP_PREFIX) for part in parts):
-            return [], []
-        try:
-            dir_fd = self._open_dir(parts, prefix, create=False)
-            if dir_fd is None:
-                return [], []
-            try:
-                return self._scan(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError as exc:
-            raise self._error(prefix, exc) from exc
-
-    def list_prefix(self, prefix: str) -> Iterator[str]:
-        start = self._prefix_parts(prefix)
-        first = self.list_dir(prefix)  # errors on the prefix itself surface here, eagerly
-        return self._walk(start, first)
-
-    def _walk(self, start: list[str], first: tuple[list[str], list[str]]) -> Iterator[str]:
-        pending: list[tuple[list[str], tuple[list[str], list[str]] | None]] = [(start, first)]
-        while pending:
-            parts, listing = pending.pop()
-            if listing is None:
-                try:
-                    listing = self.list_dir("/".join(parts))
-                except _SymlinkRefused:
-                    continue  # replaced by a link since its parent was listed
-            files, dirs = listing
-            base = "/".join(parts)
-            for name in files:
-                yield f"{base}/{name}" if base else name
-            pending.extend(([*parts, name], None) for name in reversed(dirs))
 
 
 def _close_all(fds: list[int]) -> None:

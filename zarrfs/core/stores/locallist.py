@@ -1,0 +1,140 @@
+"""Listing a local directory store (``LocalStore``'s listable capability).
+
+Invariants (those of ``local``): names starting with the temporary-file prefix or holding a
+backslash are never listed; only regular files are keys and only real directories are
+descended into (``d_type``/``lstat``, links are never followed nor listed); a directory replaced
+by a link while a listing walks is skipped. ``list_sizes`` stats each file relative to its
+directory's descriptor (one ``fstatat`` per key, no walk from the root per key).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Sequence
+
+from zarrfs.core.errors import StoreError
+from zarrfs.core.stores.localgroup import TEMP_PREFIX
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class SymlinkRefused(StoreError):
+    """A key component is a symbolic link (never followed)."""
+
+
+def _listed(name: str) -> bool:
+    return not name.startswith(TEMP_PREFIX) and "\\" not in name
+
+
+class LocalListing:
+    """``list_dir``, ``list_prefix`` and ``list_sizes`` over ``_open_dir`` (a mixin)."""
+
+    # provided by LocalStore
+    def _open_dir(self, parts: Sequence[str], key: str, *, create: bool) -> int | None:
+        raise NotImplementedError
+
+    def _prefix_parts(self, prefix: str) -> list[str]:
+        raise NotImplementedError
+
+    def _error(self, key: str, exc: OSError) -> StoreError:
+        raise NotImplementedError
+
+    # -- listable ---------------------------------------------------------------------------
+
+    def _scan(self, dir_fd: int) -> tuple[list[str], list[str]]:
+        files: list[str] = []
+        dirs: list[str] = []
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                name = entry.name
+                if not _listed(name):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    dirs.append(name)
+                elif entry.is_file(follow_symlinks=False):
+                    files.append(name)
+        files.sort()
+        dirs.sort()
+        return files, dirs
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
+        parts = self._prefix_parts(prefix)
+        if any(part.startswith(TEMP_PREFIX) for part in parts):
+            return [], []
+        try:
+            dir_fd = self._open_dir(parts, prefix, create=False)
+            if dir_fd is None:
+                return [], []
+            try:
+                return self._scan(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            raise self._error(prefix, exc) from exc
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        start = self._prefix_parts(prefix)
+        first = self.list_dir(prefix)  # errors on the prefix itself surface here, eagerly
+        return self._walk(start, first)
+
+    def _walk(self, start: list[str], first: tuple[list[str], list[str]]) -> Iterator[str]:
+        pending: list[tuple[list[str], tuple[list[str], list[str]] | None]] = [(start, first)]
+        while pending:
+            parts, listing = pending.pop()
+            if listing is None:
+                try:
+                    listing = self.list_dir("/".join(parts))
+                except SymlinkRefused:
+                    continue  # replaced by a link since its parent was listed
+            files, dirs = listing
+            base = "/".join(parts)
+            for name in files:
+                yield f"{base}/{name}" if base else name
+            pending.extend(([*parts, name], None) for name in reversed(dirs))
+
+    def list_sizes(self, prefix: str) -> Iterator[tuple[str, int]]:
+        parts = self._prefix_parts(prefix)
+        if any(part.startswith(TEMP_PREFIX) for part in parts):
+            return iter(())
+        try:
+            dir_fd = self._open_dir(parts, prefix, create=False)
+        except OSError as exc:
+            raise self._error(prefix, exc) from exc
+        if dir_fd is None:
+            return iter(())
+        out: list[tuple[str, int]] = []
+        try:
+            self._sizes_below(dir_fd, "/".join(parts), out)
+        except OSError as exc:
+            raise self._error(prefix, exc) from exc
+        finally:
+            os.close(dir_fd)
+        return iter(out)
+
+    def _sizes_below(self, dir_fd: int, base: str, out: list[tuple[str, int]]) -> None:
+        """Append (key, size) of every regular file below ``dir_fd`` (the directory ``base``)."""
+        subdirs: list[str] = []
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                name = entry.name
+                if not _listed(name):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(name)
+                elif entry.is_file(follow_symlinks=False):
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:  # removed since the directory was read
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        out.append((f"{base}/{name}" if base else name, st.st_size))
+        for name in subdirs:
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError:  # removed, or replaced by a link, since it was listed: skipped
+                continue
+            try:
+                self._sizes_below(fd, f"{base}/{name}" if base else name, out)
+            finally:
+                os.close(fd)
