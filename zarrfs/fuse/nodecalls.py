@@ -75,13 +75,17 @@ def prepare_children(
 ) -> list[tuple[int, str, VNode, Stat]]:
     """Look up and stat ``names[start:stop]``, in listing order.
 
-    The children are prepared concurrently: each may need its own metadata document and a
+    The children of a directory that ``lists_from_metadata`` are prepared in this thread. Those
+    of other directories are prepared concurrently: each may need its own metadata document and a
     listing of its chunks, and a reader walking a tree (``find``, ``ls -lR``) asks for one
     directory at a time, so reading them one after the other would leave the store idle
     between requests (a disk or an object store answers many at once)."""
     indexes = range(start, stop)
     if not indexes:
         return []
+    if node.lists_from_metadata:  # no child waits on the store: threads would only add
+        # hand-offs (and contention for the interpreter) to work that is all computation
+        return [r for r in (_prepare_one(node, i, names[i]) for i in indexes) if r is not None]
     # the first child alone: it loads what its siblings share (an array's metadata and chunk
     # listing behind each of its views), and tells whether preparing a child waits on I/O
     began = time.perf_counter()

@@ -24,7 +24,13 @@ from zarrfs.views.base import GeneratedFile, Stat, VDir, VFile, VHandle, VNode
 from zarrfs.views.editing import EditableDirMixin, metadata_file, metadata_names
 from zarrfs.views.formats import nifti_prefix, nifti_prefix_size, present_formats, vrt_content
 from zarrfs.views.headers import npy_header, view_dtype
-from zarrfs.views.info import array_info, array_xattrs, numpy_describes, render_json
+from zarrfs.views.info import (
+    array_info,
+    array_xattrs,
+    json_size,
+    numpy_describes,
+    render_json,
+)
 from zarrfs.views.tiff import TIFF_VIEWS, TiffView, present_tiffs
 
 if TYPE_CHECKING:
@@ -389,14 +395,13 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
             return ChunksDir(self.ctx, self.path)
         if name == "info.json":
             return GeneratedFile(
-                self._memo_render(
-                    name,
-                    lambda arr: render_json(
-                        array_info(arr, self.ctx.byte_order, self.view_names())
-                    ),
-                )
+                self._memo_render(name, lambda arr: render_json(self._info(arr))),
+                self._memo_render("info.json size", lambda arr: json_size(self._info(arr))),
             )
         return metadata_file(self.ctx, self.path, name) or self.scratch_lookup(name)
+
+    def _info(self, arr: ZarrArray) -> dict[str, Any]:
+        return array_info(arr, self.ctx.byte_order, self.view_names())
 
     def _memo_render(self, name: str, render: Any) -> Any:
         """``render(array)`` computed once per array state (stat and read agree, and

@@ -171,12 +171,15 @@ class GeneratedFile(VFile):
 
     direct_io = True
 
-    def __init__(self, render: Any) -> None:
+    def __init__(self, render: Any, size: Any = None) -> None:
         self._render = render
+        #: ``size()`` equals ``len(render())`` for the same state, computed without rendering
+        self._size = size
         self._lock = threading.Lock()
 
     def stat(self) -> Stat:
-        return Stat(is_dir=False, size=len(self._render()))
+        size = self._size() if self._size is not None else len(self._render())
+        return Stat(is_dir=False, size=size)
 
     def open(self, write: bool, truncate: bool) -> VHandle:
         if write:

@@ -36,7 +36,7 @@ from zarrfs.core.metadata.model import (
 )
 from zarrfs.core.metadata.v3 import parse_v3
 from zarrfs.views.base import BytesHandle, Stat, VFile, VHandle
-from zarrfs.views.info import render_json
+from zarrfs.views.info import json_size, render_json
 
 if TYPE_CHECKING:
     from zarrfs.views.tree import MountContext
@@ -168,11 +168,17 @@ class MetadataFile(VFile):
         raw = self.ctx.hierarchy.documents.get(join(self.path, self.name))
         return node.metadata.to_bytes() if raw is None else raw
 
+    def size(self) -> int:
+        """``len(self.content())``; ``attributes.json`` is measured without rendering it."""
+        if self.name != "attributes.json":
+            return len(self.content())
+        node = self.ctx.hierarchy.node(self.path)
+        key = ("meta size", self.path, self.name, id(node), node.mtime_ns)
+        return self.ctx.memo(key, lambda: json_size(dict(node.metadata.attributes)))  # type: ignore[no-any-return]
+
     def stat(self) -> Stat:
         mtime = self.ctx.hierarchy.node(self.path).mtime_ns
-        return Stat(
-            is_dir=False, size=len(self.content()), writable=self.ctx.writable, mtime_ns=mtime
-        )
+        return Stat(is_dir=False, size=self.size(), writable=self.ctx.writable, mtime_ns=mtime)
 
     def open(self, write: bool, truncate: bool) -> VHandle:
         self.ctx.hierarchy.revalidate(self.path)
