@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from math import prod
 
 
@@ -31,8 +32,9 @@ class RegularGrid:
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
+    @cached_property
     def grid_shape(self) -> tuple[int, ...]:
+        """Chunks along each axis (computed once: the grid is immutable)."""
         return tuple(-(-s // c) for s, c in zip(self.shape, self.chunk_shape))
 
     @property

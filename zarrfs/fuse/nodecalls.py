@@ -50,8 +50,9 @@ def list_dir(node: VDir) -> Sequence[str]:
 #: threads that look up and stat the children of one listing batch concurrently
 LISTING_THREADS = 8
 _listing_pool = ThreadPoolExecutor(LISTING_THREADS, thread_name_prefix="zarrfs-list")
-#: a first child slower than this to prepare means I/O: its siblings are prepared in parallel
-PARALLEL_AFTER_SECONDS = 0.0005
+#: a child slower than this to prepare waited on the store (the computation of one takes
+#: well under it; a read from a local disk too): the siblings after it are prepared in parallel
+PARALLEL_AFTER_SECONDS = 0.003
 
 
 def _prepare_one(node: VDir, index: int, name: str) -> tuple[int, str, VNode, Stat] | None:
@@ -76,26 +77,30 @@ def prepare_children(
     """Look up and stat ``names[start:stop]``, in listing order.
 
     The children of a directory that ``lists_from_metadata`` are prepared in this thread. Those
-    of other directories are prepared concurrently: each may need its own metadata document and a
-    listing of its chunks, and a reader walking a tree (``find``, ``ls -lR``) asks for one
-    directory at a time, so reading them one after the other would leave the store idle
-    between requests (a disk or an object store answers many at once)."""
+    of other directories are prepared concurrently once one of them is slow: each may need its
+    own metadata document and a listing of its chunks, and a reader walking a tree (``find``,
+    ``ls -lR``) asks for one directory at a time, so reading them one after the other from a
+    store with latency would leave it idle between requests (an object store answers many at
+    once)."""
     indexes = range(start, stop)
     if not indexes:
         return []
     if node.lists_from_metadata:  # no child waits on the store: threads would only add
         # hand-offs (and contention for the interpreter) to work that is all computation
         return [r for r in (_prepare_one(node, i, names[i]) for i in indexes) if r is not None]
-    # the first child alone: it loads what its siblings share (an array's metadata and chunk
-    # listing behind each of its views), and tells whether preparing a child waits on I/O
-    began = time.perf_counter()
-    results = [_prepare_one(node, start, names[start])]
-    rest = indexes[1:]
-    if time.perf_counter() - began < PARALLEL_AFTER_SECONDS:
-        results += [_prepare_one(node, i, names[i]) for i in rest]
-    else:
-        futures = [_listing_pool.submit(_prepare_one, node, i, names[i]) for i in rest]
-        results += [f.result() for f in futures]
+    # one after the other while each is quick (a local disk, the page cache: threads would
+    # only contend for the interpreter); the rest concurrently from the first child that
+    # waited on the store (an object store, a network file system)
+    results: list[tuple[int, str, VNode, Stat] | None] = []
+    for i in indexes:
+        began = time.perf_counter()
+        results.append(_prepare_one(node, i, names[i]))
+        if time.perf_counter() - began > PARALLEL_AFTER_SECONDS and i + 1 < stop:
+            futures = [
+                _listing_pool.submit(_prepare_one, node, j, names[j]) for j in range(i + 1, stop)
+            ]
+            results += [f.result() for f in futures]
+            break
     return [r for r in results if r is not None]
 
 

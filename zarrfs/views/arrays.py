@@ -363,7 +363,7 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
             if not numpy_describes(arr):  # bits numpy has no type for: the raw bytes only
                 return ["data.raw"] if self.ctx.view_enabled("data.raw") else []
             names = [v for v in ("data.raw", "data.npy") if self.ctx.view_enabled(v)]
-            names += present_headers(arr, self.ctx.byte_order, self.ctx.view_enabled)
+            names += present_headers(arr, self.ctx.byte_order, self.ctx.view_enabled, self._header)
             names += present_formats(arr, self.ctx.view_enabled)
             return names + present_tiffs(self.ctx, arr)
 
@@ -375,7 +375,7 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         return sorted(names | set(self.scratch_names()))
 
     def lookup(self, name: str) -> VNode | None:
-        from zarrfs.views.legacy import HEADER_VIEWS, render_header
+        from zarrfs.views.legacy import HEADER_VIEWS
 
         if name == "data.raw" and self.ctx.view_enabled(name):
             return DataFile(self.ctx, self.path, "raw")
@@ -386,9 +386,7 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         if name == "data.vrt" and name in self.view_names():
             return GeneratedFile(lambda: vrt_content(self.ctx, self.array()))
         if name in HEADER_VIEWS and name in self.view_names():
-            return GeneratedFile(
-                self._memo_render(name, lambda arr: render_header(name, arr, self.ctx.byte_order))
-            )
+            return GeneratedFile(lambda: self._present_header(name))
         if name in TIFF_VIEWS and name in self.view_names():
             return TiffView(self.ctx, self.path, name)
         if name == "chunks":
@@ -399,6 +397,21 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
                 self._memo_render("info.json size", lambda arr: json_size(self._info(arr))),
             )
         return metadata_file(self.ctx, self.path, name) or self.scratch_lookup(name)
+
+    def _header(self, name: str, arr: ZarrArray, byte_order: str) -> bytes | None:
+        """``array_header`` once per array state: deciding which headers are present renders
+        them, and their sizes are then known without rendering them again."""
+        from zarrfs.views.legacy import array_header
+
+        key = ("header", name, self.path, arr.uid, arr.shape, byte_order)
+        return self.ctx.memo(key, lambda: array_header(name, arr, byte_order))  # type: ignore[no-any-return]
+
+    def _present_header(self, name: str) -> bytes:
+        arr = self.array()
+        data = self._header(name, arr, self.ctx.byte_order)
+        if data is None:  # the array changed since the file was looked up
+            raise NodeNotFound(f"/{arr.path}/{name}: the format cannot describe this array")
+        return data
 
     def _info(self, arr: ZarrArray) -> dict[str, Any]:
         return array_info(arr, self.ctx.byte_order, self.view_names())

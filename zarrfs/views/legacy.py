@@ -31,8 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarrfs.core.errors import NodeNotFound
-
 if TYPE_CHECKING:
     from zarrfs.core.array import ZarrArray
 
@@ -279,18 +277,14 @@ def array_header(name: str, arr: ZarrArray, byte_order: str) -> bytes | None:
     raise ValueError(f"not a header view: {name!r}")
 
 
-def present_headers(arr: ZarrArray, byte_order: str, enabled: Callable[[str], bool]) -> list[str]:
+def present_headers(
+    arr: ZarrArray,
+    byte_order: str,
+    enabled: Callable[[str], bool],
+    header: Callable[[str, ZarrArray, str], bytes | None] = array_header,
+) -> list[str]:
     """The header views shown for ``arr``: enabled, pointing at an enabled ``data.raw``, and
-    able to describe the array."""
+    able to describe the array (``header``: ``array_header`` or a memo of it)."""
     if not enabled(DATA_FILE):
         return []
-    return [n for n in HEADER_VIEWS if enabled(n) and array_header(n, arr, byte_order) is not None]
-
-
-def render_header(name: str, arr: ZarrArray, byte_order: str) -> bytes:
-    """Like :func:`array_header`, but a header that no longer applies (the array changed since
-    the file was looked up) is ``NodeNotFound``."""
-    data = array_header(name, arr, byte_order)
-    if data is None:
-        raise NodeNotFound(f"/{arr.path}/{name}: the format cannot describe this array")
-    return data
+    return [n for n in HEADER_VIEWS if enabled(n) and header(n, arr, byte_order) is not None]
