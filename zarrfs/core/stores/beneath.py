@@ -12,8 +12,9 @@ stat'ing or reading a small metadata document.
 ``EPERM`` under some seccomp filters; a link or an escape: ``ELOOP``, ``EXDEV``; a concurrent
 rename: ``EAGAIN``; ``ENOTDIR``, which ``O_NOFOLLOW | O_DIRECTORY`` also answers for a final
 link); the caller then walks the path component by component, which gives the precise answer
-and error. ``ENOENT`` (a component missing) raises ``FileNotFoundError`` as ``os.open`` would. Python has no binding for ``openat2``; it is called through ``ctypes`` (which releases
-the GIL for the call).
+and error. ``ENOENT`` (a component missing) raises ``FileNotFoundError`` as ``os.open`` would.
+Python has no binding for ``openat2``; it is called through ``ctypes`` (which releases the GIL
+for the call).
 """
 
 from __future__ import annotations
