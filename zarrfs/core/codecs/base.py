@@ -179,7 +179,7 @@ class BytesBytesCodec(Codec):
     def encode(self, data: bytes | memoryview) -> bytes: ...
 
     @abstractmethod
-    def decode(self, data: bytes | memoryview, max_size: int) -> bytes:
+    def decode(self, data: bytes | memoryview, max_size: int) -> bytes | memoryview:
         """Decode; raise ``CorruptDataError`` rather than produce more than ``max_size`` bytes."""
 
     @abstractmethod

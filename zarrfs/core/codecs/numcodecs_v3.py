@@ -94,7 +94,7 @@ class NumcodecsBytesCodec(_Numcodecs, BytesBytesCodec):
     def encode(self, data: bytes | memoryview) -> bytes:
         return ensure_bytes(self.codec.encode(ensure_contiguous_ndarray(data)))
 
-    def decode(self, data: bytes | memoryview, max_size: int) -> bytes:
+    def decode(self, data: bytes | memoryview, max_size: int) -> bytes | memoryview:
         cid = self.codec.codec_id
         decoder = DECODERS.get(cid)
         if decoder is not None:

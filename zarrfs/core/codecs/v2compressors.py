@@ -47,7 +47,7 @@ from zarrfs.core.errors import CorruptDataError, MetadataError, UnsupportedError
 #: memory the lzma decoder may use for its dictionary and state (preset 9 needs about 65 MiB)
 LZMA_MEMLIMIT = 256 << 20
 
-Decoder = Callable[[Mapping[str, Any], bytes, int], bytes]
+Decoder = Callable[[Mapping[str, Any], bytes, int], bytes | memoryview]
 
 
 # zarrfs' own blosc and zstd codecs check headers and frames before decompressing; their
@@ -56,7 +56,7 @@ _BLOSC = BloscCodec("blosclz", 5, "noshuffle")
 _ZSTD = ZstdCodec()
 
 
-def _decode_blosc(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+def _decode_blosc(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes | memoryview:
     return _BLOSC.decode(data, max_size)
 
 
@@ -174,7 +174,7 @@ class V2Compressor:
 
     def decode(
         self, data: bytes | memoryview, max_size: int, dtype: np.dtype[Any] | None = None
-    ) -> bytes:
+    ) -> bytes | memoryview:
         """Decode within ``max_size`` bytes; ``dtype`` is the type of the compressor's input
         elements (needed by pcodec, which stores numbers)."""
         if self.id == "pcodec":
