@@ -1,4 +1,4 @@
-"""``fileio.prefault``: the destination of a chunk read is faulted in with one call, without
+"""``pages.prefault``: the destination of a chunk read is faulted in with one call, without
 changing its bytes, and reads through ``FileReader`` stay byte-exact."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import resource
 import numpy as np
 import pytest
 
+from zarrfs.core import pages
 from zarrfs.core.errors import StoreError
 from zarrfs.core.stores import fileio
 
@@ -25,7 +26,7 @@ def _minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
 
 
-@pytest.mark.skipif(fileio._madvise is None, reason="no madvise in this C library")
+@pytest.mark.skipif(pages._madvise is None, reason="no madvise in this C library")
 def test_prefault_makes_the_pages_present():
     nbytes = 8 << 20
     plain, advised = _fresh(nbytes), _fresh(nbytes)
@@ -34,8 +35,8 @@ def test_prefault_makes_the_pages_present():
         np.frombuffer(plain, dtype=np.uint8)[:] = 1  # faulted page by page while written
         untouched = _minor_faults() - before
 
-        fileio.prefault(memoryview(advised))
-        if fileio._madvise is None:
+        pages.prefault(memoryview(advised))
+        if pages._madvise is None:
             pytest.skip("this kernel has no MADV_POPULATE_WRITE")
         before = _minor_faults()
         np.frombuffer(advised, dtype=np.uint8)[:] = 1
@@ -51,8 +52,8 @@ def test_prefault_keeps_the_bytes_and_the_pages_around_the_buffer():
     data = np.random.default_rng(0).integers(0, 256, 3 << 20, dtype=np.uint8)
     before = data.copy()
     view = memoryview(data)[123 : (2 << 20) + 4567]  # neither end on a page boundary
-    fileio.prefault(view)
-    fileio.prefault(memoryview(data)[:100])  # smaller than PREFAULT_MIN: nothing to do
+    pages.prefault(view)
+    pages.prefault(memoryview(data)[:100])  # smaller than PREFAULT_MIN: nothing to do
     assert np.array_equal(data, before)
 
 

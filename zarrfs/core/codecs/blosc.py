@@ -33,7 +33,7 @@ from zarrfs.core.codecs._bounded import check_claimed_size, encoded_size_bound
 from zarrfs.core.codecs._config import choice_field, int_field, refuse_unknown_keys
 from zarrfs.core.codecs.base import BytesBytesCodec, register_codec
 from zarrfs.core.errors import CorruptDataError, UnsupportedError
-from zarrfs.core.stores.fileio import prefault
+from zarrfs.core.pages import prefault
 
 CNAMES = ("blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd")
 SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
