@@ -127,9 +127,14 @@ def write_array(
         "codecs": plain,
         "attributes": {},
     }
-    arr = create_array(store, path, doc)
-    arr.write(0, np.ascontiguousarray(data).astype(data.dtype.newbyteorder("<")).tobytes())
-    arr.flush()
+    try:
+        arr = create_array(store, path, doc)
+        arr.write(0, np.ascontiguousarray(data).astype(data.dtype.newbyteorder("<")).tobytes())
+        arr.flush()
+    finally:
+        # closed here, not when garbage collection finds it: the store holds a descriptor of
+        # its root, whose close later would be activity in a directory a test watches
+        store.close()
     if plain != docs:
         meta = root / path / "zarr.json"
         stored = json.loads(meta.read_text())
