@@ -17,12 +17,13 @@ import argparse
 import errno
 import itertools
 import json
-import os
 import stat
 import subprocess
 import sys
 import tempfile
 import time
+
+from floorfs import serving
 
 ARRAY_FILES = ("attributes.json", "data.btf", "data.hdr", "data.mhd", "data.nhdr", "data.nii",
                "data.npy", "data.raw", "data.tif", "info.json", "zarr.json")  # fmt: skip
@@ -105,26 +106,12 @@ def _timed(cmd: str) -> tuple[float, str]:
 
 def measure(groups: int, arrays: int) -> dict[str, float | int]:
     with tempfile.TemporaryDirectory(prefix="listing-floor-") as mnt:
-        server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", mnt, "--groups", str(groups),
-             "--arrays", str(arrays)]
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 30
-            while not os.path.ismount(mnt):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the floor file system did not mount")
-                time.sleep(0.05)
+        argv = [sys.executable, __file__, "--serve", mnt, "--groups", str(groups),
+                "--arrays", str(arrays)]  # fmt: skip
+        with serving(argv, mnt):
             t_find, out = _timed(f"find '{mnt}' | wc -l")
             t_ls, _ = _timed(f"ls -lR '{mnt}' > /dev/null")
             return {"find_s": t_find, "ls_lR_s": t_ls, "entries": int(out.strip())}
-        finally:
-            subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
 
 
 def main() -> int:

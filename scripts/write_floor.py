@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+from floorfs import serving
+
 INODE = 2
 NAME = b"data.raw"
 
@@ -115,15 +117,8 @@ def measure(src: str, kind: str, directory: str) -> dict[str, float | str | bool
     size = os.path.getsize(src)
     subprocess.run(["cat", src], stdout=subprocess.DEVNULL, check=True)  # into the page cache
     with tempfile.TemporaryDirectory(prefix="write-floor-") as mnt:
-        server = subprocess.Popen(
-            [sys.executable, __file__, src, "--serve", mnt, "--kind", kind, "--dir", directory]
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while not os.path.ismount(mnt):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the floor file system did not mount")
-                time.sleep(0.05)
+        argv = [sys.executable, __file__, src, "--serve", mnt, "--kind", kind, "--dir", directory]
+        with serving(argv, mnt):
             target = os.path.join(mnt, NAME.decode())
             began = time.perf_counter()
             subprocess.run(
@@ -144,13 +139,6 @@ def measure(src: str, kind: str, directory: str) -> dict[str, float | str | bool
                 "sync_s": done - wrote,
                 "mib_s": size / (1 << 20) / seconds,
             }
-        finally:
-            subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
 
 
 def main() -> int:
