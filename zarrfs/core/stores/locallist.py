@@ -27,6 +27,22 @@ def _listed(name: str) -> bool:
     return not name.startswith(TEMP_PREFIX) and "\\" not in name
 
 
+def _entries(dir_fd: int) -> tuple[list[os.DirEntry[str]], list[str]]:
+    """The listed regular-file entries and the names of the real subdirectories of ``dir_fd``
+    (links are neither: ``d_type``/``lstat``), in directory order."""
+    files: list[os.DirEntry[str]] = []
+    dirs: list[str] = []
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            if not _listed(entry.name):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                dirs.append(entry.name)
+            elif entry.is_file(follow_symlinks=False):
+                files.append(entry)
+    return files, dirs
+
+
 class LocalListing:
     """``list_dir``, ``list_prefix`` and ``list_sizes`` over ``_open_dir`` (a mixin)."""
 
@@ -43,20 +59,8 @@ class LocalListing:
     # -- listable ---------------------------------------------------------------------------
 
     def _scan(self, dir_fd: int) -> tuple[list[str], list[str]]:
-        files: list[str] = []
-        dirs: list[str] = []
-        with os.scandir(dir_fd) as entries:
-            for entry in entries:
-                name = entry.name
-                if not _listed(name):
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    dirs.append(name)
-                elif entry.is_file(follow_symlinks=False):
-                    files.append(name)
-        files.sort()
-        dirs.sort()
-        return files, dirs
+        files, dirs = _entries(dir_fd)
+        return sorted(entry.name for entry in files), sorted(dirs)
 
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
         parts = self._prefix_parts(prefix)
@@ -114,21 +118,14 @@ class LocalListing:
 
     def _sizes_below(self, dir_fd: int, base: str, out: list[tuple[str, int]]) -> None:
         """Append (key, size) of every regular file below ``dir_fd`` (the directory ``base``)."""
-        subdirs: list[str] = []
-        with os.scandir(dir_fd) as entries:
-            for entry in entries:
-                name = entry.name
-                if not _listed(name):
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    subdirs.append(name)
-                elif entry.is_file(follow_symlinks=False):
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:  # removed since the directory was read
-                        continue
-                    if stat.S_ISREG(st.st_mode):
-                        out.append((f"{base}/{name}" if base else name, st.st_size))
+        files, subdirs = _entries(dir_fd)
+        for entry in files:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # removed since the directory was read
+                continue
+            if stat.S_ISREG(st.st_mode):
+                out.append((f"{base}/{entry.name}" if base else entry.name, st.st_size))
         for name in subdirs:
             try:
                 fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
