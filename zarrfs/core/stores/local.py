@@ -13,7 +13,7 @@ Invariants:
   Where the kernel has ``openat2`` (``beneath``), a key that reads is resolved in one call with
   the same rule (no link followed, nothing outside the root); whatever that call cannot decide
   (a link met, ``openat2`` missing) is walked as above, which gives the precise answer. The
-  root is opened once, at construction (reopened after ``close``).
+  root is opened once, on first use (again after ``close``).
 - Atomic, durable ``set``: the bytes go to a temporary file in the key's own directory, which
   is fsynced, renamed over the key (``rename`` is atomic) and then the directory is fsynced;
   directories created on the way are fsynced into their parents. Readers see the old or the
