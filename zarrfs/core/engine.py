@@ -5,8 +5,8 @@ Invariants:
   together (see ``Engine``);
 - ``working`` never lets reservations pass ``work_limit`` except for one job running alone,
   and a job never waits for a reservation while it holds one;
-- ``run_all`` finishes every call it is given even when every pool thread is blocked: a call
-  still queued when its caller comes to wait for it runs in the caller's thread.
+- ``run_all`` finishes every call it is given even when every pool thread is blocked: every
+  call still queued once the caller's own call is done runs in the caller's thread.
 """
 
 from __future__ import annotations
@@ -109,20 +109,23 @@ class Engine:
     def run_all(self, calls: Sequence[Callable[[], Any]]) -> list[Future[Any]]:
         """Run every call and return their finished futures (result or exception).
 
-        The first call runs in the calling thread, the others in the engine's threads; a call
-        still queued when the caller comes to wait for it is taken back and run in the calling
-        thread. So when every pool thread is blocked (a store that never answers), work of
-        other arrays still finishes instead of queueing behind it.
+        The first call runs in the calling thread, the others in the engine's threads. Once
+        its own call is done, the caller takes back, one after the other, every call still
+        queued (not yet started by a pool thread) and runs it itself; only then does it wait
+        for the calls the pool started. So the caller works beside the pool instead of waiting
+        on the pool's current call while the next ones queue (waiting in order, with one pool
+        thread, ran every call but the first in that thread), and when every pool thread is
+        blocked (a store that never answers), work of other arrays still finishes instead of
+        queueing behind it.
         """
         queued = [self.executor.submit(call) for call in calls[1:]]
         done = [_run_here(call) for call in calls[:1]]
-        for call, fut in zip(calls[1:], queued):
+        for i, (call, fut) in enumerate(zip(calls[1:], queued, strict=True)):
             if fut.cancel():
-                fut = _run_here(call)
-            else:
-                fut.exception()  # already running: wait for it
-            done.append(fut)
-        return done
+                queued[i] = _run_here(call)
+        for fut in queued:
+            fut.exception()  # started by a pool thread: wait for it
+        return done + queued
 
 
 def _run_here(call: Callable[[], Any]) -> Future[Any]:
