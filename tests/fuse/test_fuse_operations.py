@@ -15,7 +15,8 @@ import pytest
 import trio
 from fuse_fake_tree import MANY, PATTERN, SIZE, MemDir, MemFile, build_tree
 
-from zarrfs.fuse.directories import READDIR_BATCH
+from zarrfs.fuse import directories
+from zarrfs.fuse.directories import READDIR_BATCH, kernel_dir_cache_supported
 from zarrfs.fuse.operations import DEFAULT_TIMEOUTS, SIBLING_INVALIDATION_LIMIT, ZarrOperations
 from zarrfs.fuse.options import MountOptions, parse_options
 
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.timeout(30)
 def make_ops(options: str = "") -> ZarrOperations:
     tree = build_tree(read_only="ro" in options.split(","))
     ops = ZarrOperations(tree, parse_options([options]))
+    ops.kernel_dir_cache = False  # directories opened with opendir (tests turn it on)
     ops.invalidated = []  # type: ignore[attr-defined]
     ops.invalidate_attrs = ops.invalidated.append  # type: ignore[attr-defined]
     return ops
@@ -256,7 +258,7 @@ def test_commits_invalidate_the_file_and_its_siblings() -> None:
     for name in names:
         lookup(ops, "big", name)
     ops.invalidated.clear()
-    ops._changed(ops.inodes.at(("big", names[0])).inode)
+    run(ops._changed, ops.inodes.at(("big", names[0])).inode)
     assert ops.invalidated == [ops.inodes.at(("big", names[0])).inode]
 
 
@@ -437,6 +439,62 @@ def test_without_opendir_the_kernel_reads_listings_by_inode_and_they_expire() ->
     assert ops.expired_listings(later) == []
 
 
-def test_a_writable_mount_never_hands_listings_to_the_kernel() -> None:
-    assert not make_ops("").kernel_dir_cache
-    assert not make_ops("ro,attr_timeout=0").kernel_dir_cache
+def test_listings_are_handed_to_the_kernel_when_it_and_pyfuse3_allow_it() -> None:
+    def chosen(options: str) -> bool:
+        return ZarrOperations(build_tree(), parse_options([options])).kernel_dir_cache
+
+    assert chosen("") == chosen("ro") == kernel_dir_cache_supported()
+    assert not chosen("ro,attr_timeout=0") and not chosen("attr_timeout=0")
+
+
+def _dropped(ops: ZarrOperations, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The inodes whose kept listing the daemon drops from now on."""
+    dropped: list[int] = []
+    monkeypatch.setattr(directories, "_invalidate_listings", dropped.extend)
+    return dropped
+
+
+def test_a_listing_read_while_something_changed_is_dropped_at_its_end(monkeypatch) -> None:
+    ops, offloaded, seen = _listing_ops()
+    ops.kernel_dir_cache = True
+    dropped = _dropped(ops, monkeypatch)
+    walk = lookup(ops, "walk").st_ino
+    token = SimpleNamespace(inode=walk)
+
+    async def main() -> None:
+        await ops.readdir(0, 0, token)
+        await ops.readdir(0, 1, token)  # the end, nothing changed: the kernel may keep it
+        assert seen == ["kid"] and dropped == []
+        await ops.readdir(0, 0, token)  # read again (the kernel dropped it)
+        ops._mutation()  # a change starts before the kernel has all of it
+        await ops.readdir(0, 1, token)
+        assert dropped == [walk]
+
+    run(main)
+
+
+def test_a_commit_drops_the_kept_listings_of_its_directory_and_those_below(monkeypatch) -> None:
+    ops, offloaded, seen = _listing_ops()
+    ops.kernel_dir_cache = True
+    dropped = _dropped(ops, monkeypatch)
+    ops.inodes.get(ROOT).node.children["walk"].children["other"] = MemDir({})  # type: ignore[union-attr]
+    kid_file = ops.inodes.get(ROOT).node.children["walk"].children["kid"].children["a.bin"]  # type: ignore[union-attr]
+    kid_file.writable = True
+    walk = lookup(ops, "walk").st_ino
+    inode = {name: lookup(ops, "walk", *name.split("/")[1:]).st_ino
+             for name in ("walk/kid", "walk/kid/leaf", "walk/other", "walk/kid/a.bin")}  # fmt: skip
+
+    async def main() -> None:
+        for d in (ROOT, walk, inode["walk/kid"], inode["walk/kid/leaf"], inode["walk/other"]):
+            await ops.readdir(0, 0, SimpleNamespace(inode=d))
+        fi = await ops.open(inode["walk/kid/a.bin"], os.O_WRONLY, None)
+        await ops.write(fi.fh, 0, b"x")
+        assert sorted(dropped) == sorted([inode["walk/kid"], inode["walk/kid/leaf"]])
+        dropped.clear()
+        await ops.flush(fi.fh)  # nothing kept near it any more: nothing to drop
+        assert dropped == []
+        await ops.readdir(0, 0, SimpleNamespace(inode=inode["walk/kid"]))
+        await ops.release(fi.fh)
+        assert dropped == [inode["walk/kid"]]  # not the root, walk or walk/other
+
+    run(main)

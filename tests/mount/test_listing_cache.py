@@ -1,14 +1,16 @@
-"""Listings the kernel keeps (read-only mounts) and listings that follow changes (writable).
+"""Listings the kernel keeps, and listings that follow changes.
 
-On a read-only mount, when the installed pyfuse3 names the directory in ``readdir`` (the build
-``scripts/setup.sh`` makes), the kernel keeps each listing it read: a second walk asks the
-daemon nothing. What another store client adds must still show up, one attribute timeout
-after the listing was read. On a writable mount, what changes through the mount shows up in
-the next listing at once.
+When the installed pyfuse3 names the directory in ``readdir`` (the build ``scripts/setup.sh``
+makes), the kernel keeps each listing it read, on read-only and writable mounts: a second walk
+asks the daemon nothing. What another store client adds must still show up, one attribute
+timeout after the listing was read. On a writable mount, what changes through the mount shows
+up in the next listing at once, also the changes the kernel does not see as changes to that
+directory (a metadata document committed, an array resized, an array made in a group).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -82,3 +84,49 @@ def test_a_writable_mount_lists_what_changed_through_it_at_once(mounter, tmp_pat
     assert "notes.txt" in os.listdir(m.path / "a")
     os.unlink(m.path / "a" / "notes.txt")
     assert "notes.txt" not in os.listdir(m.path / "a")
+
+
+def _kept_by_the_kernel(root: Path, m) -> None:  # type: ignore[no-untyped-def]
+    """The mount's root listing is answered by the kernel: an array another client adds is
+    not listed until the kept listing expires (the tests below would pass without a kept
+    listing, so they first show that there is one)."""
+    assert "c" not in os.listdir(m.path)
+    zarr.open_group(str(root)).create_array("c", shape=(2,), chunks=(2,), dtype="u1")
+    assert "c" not in os.listdir(m.path)
+    waited = _appears(m.path, "c", within=5.0)
+    assert waited <= 2.5  # within one attribute timeout (2 s) of the listing, with slack
+
+
+@pytest.mark.skipif(not kernel_dir_cache_supported(), reason="pyfuse3 without ReaddirToken.inode")
+def test_a_writable_mount_lets_the_kernel_keep_listings_until_they_expire(mounter, tmp_path):
+    root = _store(tmp_path / "s.zarr")
+    m = mounter(root, "attr_timeout=2")
+    _kept_by_the_kernel(root, m)
+
+
+@pytest.mark.skipif(not kernel_dir_cache_supported(), reason="pyfuse3 without ReaddirToken.inode")
+def test_kept_listings_follow_changes_the_kernel_does_not_see(mounter, tmp_path):
+    root = _store(tmp_path / "s.zarr")
+    m = mounter(root, "attr_timeout=30")  # kept listings last the whole test unless dropped
+    assert "c" not in os.listdir(m.path)
+    zarr.open_group(str(root)).create_array("c", shape=(2,), chunks=(2,), dtype="u1")
+    assert "c" not in os.listdir(m.path)  # the kernel keeps the listing
+    a, chunks = m.path / "a", m.path / "a" / "chunks"
+    assert sorted(os.listdir(chunks)) == ["0.0", "1.0", "2.0"]
+    # a shape change through zarr.json (no entry of chunks/ or a/ is created or removed)
+    doc = json.loads((a / "zarr.json").read_text())
+    doc["shape"] = [2, 4]
+    (a / "zarr.json").write_text(json.dumps(doc))
+    assert sorted(os.listdir(chunks)) == ["0.0"]
+    # a write past the end of data.raw grows the array by two chunk rows
+    with open(a / "data.raw", "r+b", buffering=0) as f:
+        f.seek(6 * 16)
+        f.write(np.ones(4, dtype="<f4").tobytes())
+        assert sorted(os.listdir(chunks)) == ["0.0", "1.0", "2.0", "3.0"]  # before close
+    # an array zarr.json written over an empty group's document: the group becomes an array
+    os.mkdir(m.path / "g")
+    assert "data.raw" not in os.listdir(m.path / "g")
+    doc["shape"] = [3, 4]
+    (m.path / "g" / "zarr.json").write_text(json.dumps(doc))
+    assert "data.raw" in os.listdir(m.path / "g")
+    assert sorted(os.listdir(m.path / "g" / "chunks")) == ["0.0", "1.0"]

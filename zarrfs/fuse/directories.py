@@ -13,16 +13,42 @@ Invariants (developer notes):
   nothing was changed through the mount meanwhile (``_mutation``). Listing them otherwise costs
   worker-thread round trips, more than listing them takes (a tree walk lists every directory
   it is shown).
-- Kernel listing cache (``kernel_dir_cache``): on a read-only mount with a positive attribute
-  timeout, when pyfuse3 tells ``readdir`` which directory it reads (``ReaddirToken.inode``,
-  pyfuse3 as built by ``scripts/setup.sh``) and the kernel can open directories without asking
-  (Linux >= 5.1), the first ``opendir`` answers ENOSYS. From then on the kernel opens
-  directories without an ``opendir``/``releasedir`` request and keeps every listing it read
-  (FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR): a second walk of the tree costs no request at all while
-  the names and attributes are within their timeout. Nothing can change through a read-only
-  mount; what other store clients change shows up once the daemon drops the kernel's copy of a
-  listing, which ``expire_kernel_listings`` does one attribute timeout (+1 s) after the listing
-  was read. Without these conditions every directory is opened and released as before.
+- Kernel listing cache (``kernel_dir_cache``): with a positive attribute timeout, when pyfuse3
+  tells ``readdir`` which directory it reads (``ReaddirToken.inode``, pyfuse3 as built by
+  ``scripts/setup.sh``) and the kernel can open directories without asking (Linux >= 5.1), the
+  first ``opendir`` answers ENOSYS. From then on the kernel opens directories without an
+  ``opendir``/``releasedir`` request (a tree walk sends half the requests) and keeps every
+  listing it read (``fuse_file_open`` gives such files FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR):
+  walking the tree again costs no request while the names and attributes are within their
+  timeout. Without these conditions every directory is opened and released as before.
+- What keeps a kept listing right (fs/fuse/readdir.c and dir.c):
+  * the kernel reads a listing into its cache from offset 0 and marks it complete only on
+    the empty reply at its end; it drops it at the next read from offset 0 when the
+    directory's i_version changed. ``fuse_dir_changed`` bumps i_version after every create,
+    mknod, mkdir, unlink, rmdir, rename (both directories) and link that succeeded through the
+    mount: those changes need nothing from the daemon.
+  * A change the kernel does not see as one to the directory must be dropped by the daemon
+    (``pyfuse3.invalidate_inode``: the kernel drops the directory's cached pages; a kept
+    listing with a page missing is read again from the daemon). Such changes happen when a
+    file is committed (``flush``/``release`` of a writable handle: a metadata document can
+    change an array's views, turn an empty group into an array, or change the views of a
+    group's arrays; the shape, hence ``chunks/``), resized (``truncate``, a write past the end
+    of ``data.raw``) or renamed over a view. The handler drops, before it answers, the kept
+    listings of the directory holding the file and of the directories right below it
+    (``_drop_listings_near``); it finds them in ``_listed_at``, which holds every directory
+    whose listing the kernel read from offset 0 and may keep.
+  * A listing read while such a change is made may be a snapshot from before it, cached by
+    the kernel after the change dropped the directory's pages (the kernel fills its cache
+    when the reply arrives, which can come after the invalidation). Every listing therefore
+    records ``_generation`` (bumped by every handler that may change what listings show) when
+    its snapshot is taken; when the kernel asks for the end of a listing whose generation is
+    no longer current, its pages, all in the cache by then (the kernel asks for more only
+    after storing a reply), are dropped before the end is answered. Invalidating a
+    directory's pages while the kernel waits for a ``readdir`` of it is safe: the kernel reads
+    replies into a private page and locks cache pages only while copying entries into them.
+  * What other store clients change shows up once the daemon drops the kernel's copy of a
+    listing, which ``expire_kernel_listings`` does within one attribute timeout of the read
+    (1 s on a writable mount, 60 s on a read-only one).
 """
 
 from __future__ import annotations
@@ -56,7 +82,8 @@ PRELISTED_LIMIT = 4096
 READING_LIMIT = 1024
 #: the kernel opens a directory without an opendir request after opendir answered ENOSYS
 _NO_OPENDIR_LINUX = (5, 1)
-#: seconds between two passes of ``expire_kernel_listings``
+#: the longest time between two passes of ``expire_kernel_listings`` (a quarter of the
+#: attribute timeout when that is shorter)
 EXPIRY_PERIOD = 1.0
 
 
@@ -86,6 +113,9 @@ class DirListing:
     prepared: list[tuple[int, str, VNode, Stat]] = field(default_factory=list)
     prepared_from: int = 0
     prepared_to: int = 0
+    #: ``_generation`` when the names were read (kernel listing cache: a listing read while
+    #: something changed is dropped from the kernel's cache at its end)
+    generation: int = 0
 
 
 def _invalidate_listings(inodes: list[int]) -> None:
@@ -139,11 +169,14 @@ class DirectoryHandlers:
     async def _start_listing(self, path: Path, node: VDir) -> DirListing:
         """A fresh snapshot of ``node``'s listing: from a listing prepared ahead (once), else
         listed (and the directory revalidated) in a worker thread."""
+        generation = self._generation  # any change from now on may be missing from the names
         ahead = self._prelisted.pop(path, None)
         if ahead and ahead[1].node is node and time.monotonic() - ahead[0] <= self._timeout:
             pre = ahead[1]  # listed with its parent: answered without a worker thread
-            return DirListing(path, node, pre.names, pre.prepared, 0, len(pre.names))
-        return DirListing(path, node, await self.offload(nodecalls.list_dir, node))
+            # (kept only while nothing changed since it was read: ``_mutation`` drops it)
+            return DirListing(path, node, pre.names, pre.prepared, 0, len(pre.names), generation)
+        names = await self.offload(nodecalls.list_dir, node)
+        return DirListing(path, node, names, generation=generation)
 
     @translate
     async def opendir(self, inode: int, ctx: Any) -> int:
@@ -176,6 +209,8 @@ class DirectoryHandlers:
             listing = await self._kernel_listing(inode, start_id)
             if start_id >= len(listing.names):  # the kernel read all of it
                 self._reading.pop(inode, None)
+                if listing.generation != self._generation:  # it may keep an old snapshot
+                    await trio.to_thread.run_sync(_invalidate_listings, [inode])
         else:
             held = self._dirs.get(fh)
             if held is None:
@@ -213,13 +248,18 @@ class DirectoryHandlers:
     async def releasedir(self, fh: int) -> None:
         self._dirs.pop(fh, None)
 
+    def _expiry_period(self) -> float:
+        return min(EXPIRY_PERIOD, self._timeout / 4)
+
     def expired_listings(self, now: float) -> list[int]:
-        """Directories whose listing the kernel has kept for more than one attribute timeout
-        (forgotten here: the caller drops the kernel's copy)."""
+        """Directories whose listing the kernel may keep past one attribute timeout unless it
+        is dropped in this pass of ``expire_kernel_listings`` (forgotten here: the caller
+        drops the kernel's copy)."""
         expired = []
+        keep = self._timeout - self._expiry_period()
         while self._listed_at:
             inode, listed = next(iter(self._listed_at.items()))
-            if now - listed <= self._timeout:
+            if now - listed < keep:
                 break
             del self._listed_at[inode]
             expired.append(inode)
@@ -227,12 +267,32 @@ class DirectoryHandlers:
 
     async def expire_kernel_listings(self) -> None:
         """Runs for the life of the mount (kernel listing cache only): drops the kernel's copy
-        of every listing read more than one attribute timeout ago, so the next walk lists the
+        of every listing before it is one attribute timeout old, so the next walk lists the
         directory again and sees what other store clients changed."""
         if not self.kernel_dir_cache:
             return
+        period = self._expiry_period()
         while True:
-            await trio.sleep(EXPIRY_PERIOD)
+            await trio.sleep(period)
             expired = self.expired_listings(time.monotonic())
             if expired:
                 await trio.to_thread.run_sync(_invalidate_listings, expired)
+
+    async def _drop_listings_near(self, path: Path | None) -> None:
+        """``path`` was committed, resized or replaced: drop the listings the kernel keeps of
+        the directory holding it and of the directories right below that one (an array's
+        ``chunks/``; a group's arrays, whose views may follow the group's attributes)."""
+        if not self._listed_at or not path:
+            return
+        parent = path[:-1]
+        depth = len(parent)
+        near = []
+        for inode in self._listed_at:
+            entry = self.inodes.get(inode)
+            at = entry.path if entry is not None else None
+            if at is not None and len(at) <= depth + 1 and at[:depth] == parent:
+                near.append(inode)
+        for inode in near:
+            del self._listed_at[inode]
+        if near:
+            await trio.to_thread.run_sync(_invalidate_listings, near)

@@ -15,8 +15,8 @@ Invariants (developer notes):
   None; only then is the read offloaded. ``write`` likewise first tries ``write_cached`` (bytes
   into units already dirty or written whole, no load, no flush). A worker-thread round trip
   costs ~150 us, more than a cached 4 KiB read takes in total.
-- Directories (listing snapshots, listing ahead, the kernel's listing cache on read-only
-  mounts) are handled by ``directories.DirectoryHandlers``, whose notes apply here.
+- Directories (listing snapshots, listing ahead, the kernel's listing cache and what drops a
+  listing it keeps) are handled by ``directories.DirectoryHandlers``, whose notes apply here.
 - Lookup counts: +1 for lookup, create and mkdir replies, and for a readdirplus entry only when
   ``readdir_reply`` accepted it; ``forget`` subtracts (see ``inodes``).
 - Kernel caching, chosen here and in ``directories`` and nowhere else:
@@ -47,7 +47,9 @@ Invariants (developer notes):
   writable handle (a view commits, may re-render, may resize the array), a truncate, a rename
   (another node may now serve the path) -- the kernel's cached attributes of that inode and of
   its siblings (``SIBLING_INVALIDATION_LIMIT``) are invalidated, so the next ``stat``/``read``
-  sees the committed sizes instead of sizes cached up to the attribute timeout.
+  sees the committed sizes instead of sizes cached up to the attribute timeout; the listings
+  the kernel keeps of its directory and of the directories right below are dropped (so is
+  that of an array written past its end, which grows ``chunks/``).
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         self._files: dict[int, OpenFile] = {}
         #: per-operation latency histograms (``-o metrics=``; None: not measured)
         self.latency: OperationLatency | None = None
-        self._init_directories(options.ro and self._timeout > 0 and kernel_dir_cache_supported())
+        self._init_directories(self._timeout > 0 and kernel_dir_cache_supported())
         self._generation = 0
         self._handles = itertools.count(1)
         #: replaced in unit tests, which have no kernel to talk to
@@ -201,9 +203,10 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         self._generation += 1
         self._prelisted.clear()
 
-    def _changed(self, inode: int) -> None:
+    async def _changed(self, inode: int) -> None:
         """``inode`` was committed, resized or replaced: the kernel must ask for its attributes
-        (and its siblings') again instead of trusting them until the attribute timeout."""
+        (and its siblings') again instead of trusting them until the attribute timeout, and
+        list again the directories whose listing may have changed with it."""
         self._mutation()
         entry = self.inodes.get(inode)
         siblings = self.inodes.siblings(entry.path) if entry and entry.path else []
@@ -211,6 +214,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
             siblings = [entry] if entry else []
         for sibling in siblings:
             self.invalidate_attrs(sibling.inode)
+        await self._drop_listings_near(entry.path if entry else None)
 
     def _open_handle(self, entry: Entry, node: VFile, handle: VHandle, write: bool,
                      token: object) -> pyfuse3.FileInfo:  # fmt: skip
@@ -264,7 +268,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         truncate_draft = getattr(held.handle, "truncate", None) if held else None
         if truncate_draft is None:
             await self.offload(entry.node.truncate, attr.st_size)
-            self._changed(inode)
+            await self._changed(inode)
             return self.attributes(inode, await self.offload(entry.node.stat))
         await self.offload(truncate_draft, attr.st_size)  # the open file's own copy
         result = self.attributes(inode, await self.offload(entry.node.stat))
@@ -328,6 +332,9 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         written = await self.offload(held.handle.write, off, buf)
         if type(written) is not int:
             raise TypeError(f"write returned {type(written).__name__}, not int")
+        if self._listed_at:  # a write past the end of data.raw grows the array (its chunks/)
+            entry = self.inodes.get(held.inode)
+            await self._drop_listings_near(entry.path if entry else None)
         return written
 
     @translate
@@ -338,7 +345,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
             try:
                 await self.offload(held.handle.flush, deadline=self._flush_deadline)
             finally:
-                self._changed(held.inode)
+                await self._changed(held.inode)
 
     @translate
     async def fsync(self, fh: int, datasync: bool) -> None:
@@ -363,7 +370,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         except Exception as exc:  # no process waits for this answer: log, never raise
             fuse_error(exc, f"release {show(held.path)} (close() already returned)")
         if held.writable:
-            self._changed(held.inode)
+            await self._changed(held.inode)
 
     # -- directories ----------------------------------------------------------------------------
 
@@ -416,7 +423,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
             if node is not None:
                 entry.node = node
             self.invalidate_attrs(entry.inode)
-        self._changed(moved[0].inode)
+        await self._changed(moved[0].inode)
 
     # -- extended attributes and statfs ---------------------------------------------------------
 
