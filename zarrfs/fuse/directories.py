@@ -231,10 +231,11 @@ class DirectoryHandlers:
                 if position < index:
                     continue
                 path = listing.path + (name,)
-                attrs = self.attributes(self.inodes.number_for(path), st)
+                number = self.inodes.number_for(path)
+                attrs = self.attributes(number, st)
                 if not self.readdir_reply(token, os.fsencode(name), attrs, position + 1):
                     return
-                self.inodes.remember(path, child)
+                self.inodes.remember(path, child, number)
             index = listing.prepared_to
 
     def _keep_prelisted(self, path: Path, ahead: list[nodecalls.Prelisted]) -> None:

@@ -48,7 +48,8 @@ NEVER_OPENED = object()
 
 def path_hash(path: Path) -> int:
     """The preferred inode number of ``path`` (stable across processes)."""
-    digest = hashlib.blake2b(b"/".join(os.fsencode(name) for name in path), digest_size=8)
+    # one encoding of the joined names: the same bytes as joining each name's encoding
+    digest = hashlib.blake2b(os.fsencode("/".join(path)), digest_size=8)
     return int.from_bytes(digest.digest(), "little") & _MASK
 
 
@@ -101,11 +102,15 @@ class InodeTable:
             inode = (inode + 1) & _MASK
         return inode
 
-    def remember(self, path: Path, node: VNode) -> Entry:
-        """Count one more kernel reference to ``path`` (now served by ``node``)."""
+    def remember(self, path: Path, node: VNode, number: int | None = None) -> Entry:
+        """Count one more kernel reference to ``path`` (now served by ``node``). ``number``:
+        what ``number_for(path)`` returned just before, with nothing registered since (saves
+        hashing the path again)."""
         entry = self._by_path.get(path)
         if entry is None:
-            entry = Entry(self.number_for(path), path, node)
+            if number is None or number in self._by_inode:
+                number = self.number_for(path)
+            entry = Entry(number, path, node)
             self._by_inode[entry.inode] = entry
             self._link(entry)
         entry.node = node

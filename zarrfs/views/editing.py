@@ -165,6 +165,8 @@ class MetadataFile(VFile):
     def _content(self, node: Node) -> bytes:
         if self.name == "attributes.json":
             return render_json(dict(node.metadata.attributes))
+        if self.name == "zarr.json" and node.format.name == "v3" and node.metadata.raw:
+            return node.metadata.raw  # the document the node was read from, byte for byte
         raw = self.ctx.hierarchy.documents.get(join(self.path, self.name))
         return node.metadata.to_bytes() if raw is None else raw
 

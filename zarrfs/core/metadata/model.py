@@ -47,11 +47,13 @@ MAX_NBYTES = 2**63 - 1
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise MetadataError(f"duplicate key {key!r} in JSON object")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):  # rare: find the first repeated key for the message
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise MetadataError(f"duplicate key {key!r} in JSON object")
+            seen.add(key)
     return out
 
 
