@@ -24,7 +24,7 @@ import json
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from math import prod
+from math import isfinite, prod
 from typing import Any
 
 import numpy as np
@@ -76,9 +76,14 @@ def load_json_object(raw: bytes | bytearray | memoryview, what: str = "metadata"
         raise MetadataError(f"{what}: unreadable JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise MetadataError(f"{what}: expected a JSON object, got {type(doc).__name__}")
-    if json_depth(doc) > MAX_JSON_DEPTH:
+    # every level of nesting opens a bracket: fewer brackets than the limit need no walk
+    if text.count("{") + text.count("[") > MAX_JSON_DEPTH and json_depth(doc) > MAX_JSON_DEPTH:
         raise MetadataError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     return doc
+
+
+#: the scalar types ``json.loads`` makes, checked by identity before the slower ``isinstance``
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def json_depth(value: Any) -> int:
@@ -87,20 +92,54 @@ def json_depth(value: Any) -> int:
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, Mapping):
-            depth += 1
-            stack.extend((v, depth) for v in item.values())
-        elif isinstance(item, (list, tuple)):
-            depth += 1
-            stack.extend((v, depth) for v in item)
-        deepest = max(deepest, depth)
-        if deepest > MAX_JSON_DEPTH:
-            break
+        kind = type(item)
+        if kind in _JSON_SCALARS:
+            continue
+        if kind is dict or isinstance(item, Mapping):
+            members = item.values()
+        elif kind is list or isinstance(item, (list, tuple)):
+            members = item
+        else:
+            continue
+        depth += 1  # a scalar member is as deep as its container
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_JSON_DEPTH:
+                break
+        stack.extend([(v, depth) for v in members])
     return deepest
+
+
+def _any_non_finite(value: Any) -> bool:
+    """Whether a NaN/Infinity number is inside ``value`` (the quick test before
+    ``find_non_finite`` builds paths)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            if not isfinite(item):
+                return True
+        elif kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind in _JSON_SCALARS:
+            continue
+        elif isinstance(item, float):
+            if not np.isfinite(item):
+                return True
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 def find_non_finite(value: Any) -> str | None:
     """The JSON path of the first NaN/Infinity number inside ``value``, else None."""
+    if not _any_non_finite(value):
+        return None
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         item, path = stack.pop()
