@@ -92,7 +92,7 @@ from typing import Any
 
 import numpy as np
 import tifffile
-from bench_ceiling import decode_all, memory_copy
+from bench_ceiling import decode_all, memory_copy, parallel_capacity
 
 REPO = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
@@ -661,6 +661,8 @@ class Bench:
     profiles: list[tuple[str, str, Path]] = field(default_factory=list)
     raw_warm_mibps: float = 0.0
     raw_cold_mibps: float = 0.0
+    #: (CPUs' worth of work all CPUs do at once, seconds of the loop alone, all together)
+    capacity: tuple[float, float, float] = (0.0, 0.0, 0.0)
     #: ``numpy.fromfile`` of the plain file, cold: what the reader's one big read() reaches
     raw_np_mibps: float = 0.0
     gate: LoadGate = field(default_factory=lambda: LoadGate(0.25, 30.0))
@@ -711,6 +713,8 @@ class Bench:
         self.raw_cold_mibps = mibps(self.cfg.nbytes, median(cold))
         self.raw_warm_mibps = mibps(self.cfg.nbytes, median(warm))
         self.raw_np_mibps = mibps(self.cfg.nbytes, median(np_cold))
+        self.gate.settle()
+        self.capacity = parallel_capacity(self.args.python, os.cpu_count() or 1)
         self.gate.take()
         log(f"plain raw file: cold {self.raw_cold_mibps:.0f} MiB/s, warm {self.raw_warm_mibps:.0f}")
 
@@ -1001,6 +1005,12 @@ class Bench:
             + ("" if clean else " **the daemon loaded units: not clean**"),
             f"both = max(decode, serve, CPU of both / {cores} cores) = {both:.2f} s",
         ]
+        if self.capacity[0]:
+            notes.append(
+                f"these {cores} CPUs do {self.capacity[0]:.2f} CPUs' worth of CPU-bound work at "
+                f"once (header); CPU of both / {self.capacity[0]:.2f} = "
+                f"{(dec_cpu + srv_cpu) / self.capacity[0]:.2f} s"
+            )
         if v == "bytes":
             files = sorted((p for p in (store / ARRAY).rglob("*") if p.is_file()), key=str)
             chunk_files = [p for p in files if p.name != "zarr.json"]
@@ -1512,6 +1522,9 @@ def main(argv: list[str] | None = None) -> int:
         f"- plain raw file `src.raw`: cold {bench.raw_cold_mibps:.0f} MiB/s (`cat`), "
         f"{bench.raw_np_mibps:.0f} MiB/s (`numpy.fromfile`), page cache "
         f"{bench.raw_warm_mibps:.0f} MiB/s; run took {elapsed:.0f} s",
+        f"- CPU capacity: {os.cpu_count()} CPU-bound processes at once do "
+        f"{bench.capacity[0]:.2f} CPUs' worth of work (a loop of {bench.capacity[1]:.2f} s alone "
+        f"took {bench.capacity[2]:.2f} s each when run together)",
         "",
         markdown_table(bench.rows),
     ]

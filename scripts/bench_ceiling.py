@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 import resource
+import statistics
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,3 +75,29 @@ def decode_all(mem: MemoryStore, array: str, threads: int | None = None) -> Deco
     cpu = _thread_cpu() - cpu0
     arr.engine.close()
     return DecodeRun(seconds, cpu, len(units))
+
+
+#: a CPU-bound loop of about half a second that prints its own duration
+_SPIN = (
+    "import time\nt = time.perf_counter()\nx = 0\n"
+    "for i in range(6_000_000):\n    x += i\nprint(time.perf_counter() - t)"
+)
+
+
+def parallel_capacity(python: str, cores: int, repeat: int = 3) -> tuple[float, float, float]:
+    """How many CPUs' worth of work ``cores`` CPU-bound processes get done at once here:
+    (``cores`` x the time of one alone / the time of each when all run together, the time
+    alone, the time together), medians of ``repeat``. ``cores`` on as many free cores; less
+    where they share a physical core or a busy host (a ceiling that spreads CPU seconds over
+    ``cores`` assumes the former)."""
+
+    def run(n: int) -> list[float]:
+        procs = [
+            subprocess.Popen([python, "-c", _SPIN], stdout=subprocess.PIPE, text=True)
+            for _ in range(n)
+        ]
+        return [float(p.communicate()[0]) for p in procs]
+
+    alone = statistics.median(run(1)[0] for _ in range(repeat))
+    together = statistics.median(statistics.median(run(cores)) for _ in range(repeat))
+    return cores * alone / together, alone, together

@@ -1,6 +1,7 @@
 """The benchmark's bookkeeping (``scripts/bench.py``, ``scripts/bench_ceiling.py``): ratios
-against the best peer, rows measured on a busy machine flagged, and the ceiling's decode pass
-decoding every unit from memory; the pyfuse3 write floor storing what ``dd`` wrote."""
+against the best peer, rows measured on a busy machine flagged, the ceiling's decode pass
+decoding every unit from memory, the CPU capacity measured; the pyfuse3 write floor storing
+what ``dd`` wrote."""
 
 from __future__ import annotations
 
@@ -73,6 +74,13 @@ def test_decode_alone_decodes_every_unit_from_memory(tmp_path: Path) -> None:
     mem = bench_ceiling.memory_copy(store)
     run = bench_ceiling.decode_all(mem, "x", threads=2)
     assert run.units == 3 * 2 and run.seconds > 0
+
+
+def test_cpu_capacity_is_cores_times_alone_over_together() -> None:
+    cap, alone, together = bench_ceiling.parallel_capacity(sys.executable, 2, repeat=1)
+    assert alone > 0 and together > 0
+    assert cap == pytest.approx(2 * alone / together)
+    assert 0.5 < cap < 2.5  # two processes: between one CPU's worth and two (plus noise)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse")
