@@ -506,3 +506,53 @@ def test_group_crash_leaves_each_object_old_or_new(
     old = [k for k in keys if store.get(k) == REFERENCE[k]]
     assert len(new) == after and len(new) + len(old) == len(keys)
     assert sorted(store.list_prefix("")) == sorted(REFERENCE)  # leftovers are never keys
+
+
+def test_threads_racing_on_first_use_share_one_root_descriptor(tmp_path, monkeypatch):
+    import zarrfs.core.stores.local as local_mod
+
+    (tmp_path / "k").write_bytes(b"v")
+    store = local_mod.LocalStore(tmp_path)
+    real_open = os.open
+    opened: list[int] = []
+
+    def slow_open(path, flags, *args, **kwargs):  # widens the window between test and set
+        fd = real_open(path, flags, *args, **kwargs)
+        if os.fspath(path) == store.root:
+            opened.append(fd)
+            time.sleep(0.05)
+        return fd
+
+    monkeypatch.setattr(local_mod.os, "open", slow_open)
+    start = threading.Barrier(4)
+    got: list[int] = []
+
+    def first_use() -> None:
+        start.wait()
+        got.append(store._root())
+
+    threads = [threading.Thread(target=first_use) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    monkeypatch.undo()
+    assert len(opened) == 1 and set(got) == set(opened)
+    store.close()
+
+
+def test_a_store_that_failed_to_open_is_collected_quietly(tmp_path):
+    import gc
+
+    from zarrfs.core.errors import StoreError
+    from zarrfs.core.stores.local import LocalStore
+
+    seen: list[object] = []
+    old, sys.unraisablehook = sys.unraisablehook, seen.append
+    try:
+        with pytest.raises(StoreError):
+            LocalStore(tmp_path / "missing")
+        gc.collect()
+    finally:
+        sys.unraisablehook = old
+    assert seen == []

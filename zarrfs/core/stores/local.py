@@ -36,6 +36,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -101,13 +102,21 @@ class LocalStore(LocalListing, Store):
         self.root = real
         self.writable = not read_only
         self.url = Path(real).as_uri()
-        #: a descriptor of the root, every path is resolved from (opened on first use)
+        #: a descriptor of the root, every path is resolved from (opened on first use, once:
+        #: ``_root_lock`` makes threads racing on the first use share one descriptor)
         self._root_fd = -1
+        self._root_lock = threading.Lock()
+
+    #: no descriptor yet (also what ``__del__`` sees of a store whose construction failed)
+    _root_fd = -1
 
     def _root(self) -> int:
         fd = self._root_fd
         if fd < 0:
-            fd = self._root_fd = os.open(self.root, _DIR_FLAGS)
+            with self._root_lock:
+                fd = self._root_fd
+                if fd < 0:
+                    fd = self._root_fd = os.open(self.root, _DIR_FLAGS)
         return fd
 
     def close(self) -> None:
