@@ -491,6 +491,22 @@ def test_a_commit_drops_the_kept_listings_of_its_directory_and_those_below(monke
         await ops.write(fi.fh, 0, b"x")
         assert sorted(dropped) == sorted([inode["walk/kid"], inode["walk/kid/leaf"]])
         dropped.clear()
+        scans: list[object] = []
+        near = ops._drop_listings_near
+
+        async def counted(path: object) -> None:
+            scans.append(path)
+            await near(path)  # type: ignore[arg-type]
+
+        ops._drop_listings_near = counted  # type: ignore[method-assign]
+        for _ in range(5):  # no listing recorded since: no scan of the kept listings per write
+            await ops.write(fi.fh, 0, b"x")
+        assert scans == [] and dropped == []
+        await ops.readdir(0, 0, SimpleNamespace(inode=inode["walk/kid/leaf"]))
+        await ops.write(fi.fh, 0, b"x")  # one recorded since: dropped again at the next write
+        assert len(scans) == 1 and dropped == [inode["walk/kid/leaf"]]
+        ops._drop_listings_near = near  # type: ignore[method-assign]
+        dropped.clear()
         await ops.flush(fi.fh)  # nothing kept near it any more: nothing to drop
         assert dropped == []
         await ops.readdir(0, 0, SimpleNamespace(inode=inode["walk/kid"]))

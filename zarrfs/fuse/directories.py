@@ -148,6 +148,9 @@ class DirectoryHandlers:
     #: kernel listing cache: listings being read (by inode) and when each was last read
     _reading: OrderedDict[int, DirListing]
     _listed_at: OrderedDict[int, float]
+    #: listings ever recorded in ``_listed_at`` (a write scans for kept listings near its file
+    #: only when one was recorded since that file's last scan)
+    _listings_recorded: int
 
     # provided by ZarrOperations
     def _dir(self, inode: int) -> tuple[Path, VDir]:
@@ -165,6 +168,7 @@ class DirectoryHandlers:
         self.kernel_dir_cache = kernel_dir_cache
         self._reading = OrderedDict()
         self._listed_at = OrderedDict()
+        self._listings_recorded = 0
 
     async def _start_listing(self, path: Path, node: VDir) -> DirListing:
         """A fresh snapshot of ``node``'s listing: from a listing prepared ahead (once), else
@@ -200,6 +204,7 @@ class DirectoryHandlers:
                 self._reading.popitem(last=False)
             self._listed_at.pop(inode, None)
             self._listed_at[inode] = time.monotonic()
+            self._listings_recorded += 1
         return listing
 
     @translate

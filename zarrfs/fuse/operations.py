@@ -102,6 +102,8 @@ class OpenFile:
     path: Path | None
     handle: VHandle
     writable: bool
+    #: ``_listings_recorded`` when a write last dropped the kept listings near this file
+    listings_checked: int = -1
 
 
 def _invalidate_kernel_attrs(inode: int) -> None:
@@ -208,6 +210,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         (and its siblings') again instead of trusting them until the attribute timeout, and
         list again the directories whose listing may have changed with it."""
         self._mutation()
+        self._listings_recorded += 1  # paths may have moved: every writer scans again once
         entry = self.inodes.get(inode)
         siblings = self.inodes.siblings(entry.path) if entry and entry.path else []
         if not 0 < len(siblings) <= SIBLING_INVALIDATION_LIMIT:
@@ -332,7 +335,11 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         written = await self.offload(held.handle.write, off, buf)
         if type(written) is not int:
             raise TypeError(f"write returned {type(written).__name__}, not int")
-        if self._listed_at:  # a write past the end of data.raw grows the array (its chunks/)
+        # a write past the end of data.raw grows the array (its chunks/): drop the listings
+        # kept near the file, scanning once per listing recorded since its last scan (only a
+        # recorded listing can put one back), not once per write
+        if self._listed_at and held.listings_checked != self._listings_recorded:
+            held.listings_checked = self._listings_recorded
             entry = self.inodes.get(held.inode)
             await self._drop_listings_near(entry.path if entry else None)
         return written
