@@ -3,11 +3,14 @@
 Used where a fresh buffer is filled at once by a copy the kernel or a codec makes (a chunk file
 read into a unit array, a blosc chunk decoded into its output), so the pages are not faulted
 in one at a time during that copy. Shared by the stores and the codecs (which do not import
-each other).
+each other). ``prefault_behind`` does the same in a background thread for a buffer that is
+filled piece by piece later (a dirty unit a writer fills one request at a time).
 
 Invariants: ``prefault`` never changes the bytes of the buffer it is given, nor any page
-outside it (only pages wholly inside the buffer are touched); where the kernel lacks the
-advice it does nothing, and stops asking after the first refusal.
+outside it (only pages wholly inside the buffer are touched), so it may run while another
+thread writes into the buffer; where the kernel lacks the advice it does nothing, and stops
+asking after the first refusal. The background thread holds at most ``BEHIND_QUEUE`` buffers
+(more are not faulted in ahead) and keeps each alive only until it is faulted in.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ from __future__ import annotations
 import ctypes
 import errno
 import mmap
+import os
+import queue
+import threading
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,3 +60,67 @@ def prefault(buf: memoryview) -> None:
     if hi > lo and _madvise(lo, hi - lo, _MADV_POPULATE_WRITE) != 0:
         if ctypes.get_errno() == errno.EINVAL:  # a kernel without the advice: stop asking
             _madvise = None
+
+
+#: buffers waiting for the background thread; ``prefault_behind`` skips when it is full
+BEHIND_QUEUE = 16
+_behind: queue.Queue[memoryview] | None = None
+_behind_lock = threading.Lock()
+
+
+def prefault_behind(arr: np.ndarray[Any, Any]) -> None:
+    """Fault in the pages of the fresh C-contiguous array ``arr`` in a background thread,
+    while the caller goes on filling it piece by piece.
+
+    A dirty unit a writer fills one 1 MiB request at a time is otherwise faulted in a page at
+    a time by the thread that copies each request into it (the event loop for inline writes),
+    and on a virtual machine that hands free memory back to the host every first touch of a
+    page is slow. Measured, ``dd bs=1M conv=fsync`` over 512 MiB through the mount, 3 runs
+    each: 1.27-1.47 s with, 1.58-1.72 s without (bytes); 2.12-2.21 s / 2.35-2.40 s (blosc)."""
+    if _madvise is None or arr.nbytes < PREFAULT_MIN or arr.dtype.hasobject:
+        return
+    if not arr.flags.c_contiguous:
+        return
+    q = _behind_queue()
+    try:
+        q.put_nowait(arr.reshape(-1).view(np.uint8).data)
+    except queue.Full:  # the thread is behind: the writer faults the pages itself
+        pass
+
+
+def wait_behind() -> None:
+    """Return once every buffer queued by ``prefault_behind`` was faulted in (tests)."""
+    with _behind_lock:
+        q = _behind
+    if q is not None:
+        q.join()
+
+
+def _behind_queue() -> queue.Queue[memoryview]:
+    global _behind
+    with _behind_lock:
+        if _behind is None:
+            _behind = queue.Queue(BEHIND_QUEUE)
+            threading.Thread(
+                target=_run_behind, args=(_behind,), name="zarrfs-prefault", daemon=True
+            ).start()
+        return _behind
+
+
+def _run_behind(q: queue.Queue[memoryview]) -> None:
+    while True:
+        buf = q.get()
+        try:
+            prefault(buf)
+        finally:
+            del buf
+            q.task_done()
+
+
+def _forget_thread() -> None:
+    """In a forked child the thread is gone: the next ``prefault_behind`` starts another."""
+    global _behind, _behind_lock
+    _behind, _behind_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_thread)

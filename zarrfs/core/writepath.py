@@ -12,7 +12,9 @@ Invariants:
 - the target of a write is resolved under ``_write_lock`` against the current shape, so no
   write lands outside it, even one that waited for a resize;
 - the back-pressure flush runs after ``_write_lock`` is released (never flush under it);
-- an inline write (``write_cached``) never waits on I/O, a load, a flush or another writer.
+- an inline write (``write_cached``) never waits on I/O, a load, a flush or another writer;
+- a fresh unit array that the writes fill piece by piece is faulted in by a background thread
+  (``pages.prefault_behind``), not a page at a time by the thread serving the writes.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from zarrfs.core.arraybase import Coords, byte_order_char
 from zarrfs.core.errors import InvalidWriteError, ReadOnlyError
 from zarrfs.core.flushing import Flushing
 from zarrfs.core.layout import box_pieces, element_range
+from zarrfs.core.pages import prefault_behind
 from zarrfs.core.units import MISSING
 
 
@@ -223,8 +226,10 @@ class WritePath(Flushing):
                     spec = self._unit_spec
                     if covers:  # every element is written below
                         arr = np.empty(spec.shape, dtype=spec.dtype)
+                        prefault_behind(arr)  # while the writer fills it
                     elif unit in deferred:  # unwritten rows are merged in before any use
                         arr = np.empty(spec.shape, dtype=spec.dtype)
+                        prefault_behind(arr)
                         with self._lock:
                             self._unknown[unit] = np.zeros(arr.shape[:-1], dtype=bool)
                     else:
