@@ -237,3 +237,45 @@ def test_temporary_files_are_written_by_at_most_one_thread_per_cpu(tmp_path, mon
     group.commit()
     assert peak[0] == 2
     assert all(store.get(f"k/{n}") == bytes([n]) * 4096 for n in range(8))
+
+
+def test_a_flush_down_to_a_limit_takes_the_whole_shard_of_the_units_it_stores(tmp_path):
+    """Storing part of a shard's complete units rewrites the shard; its other complete units
+    go with them instead of costing another rewrite in a later flush."""
+    # 2 shards (8, 8, 64) of 4 inner chunks (4, 4, 64) of 4 KiB: 32 KiB of float32
+    z = zarr.create_array(str(tmp_path / "a"), shape=(8, 16, 64), chunks=(4, 4, 64),
+                          shards=(8, 8, 64), dtype="<f4", fill_value=0)  # fmt: skip
+    z[...] = 1
+    engine = Engine(cache_size=1 << 20, prefetch_bytes=0)  # nothing is written behind
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    sets: list[str] = []
+    real_stage = LocalStore._stage
+
+    def counting_stage(self, key, pieces):
+        sets.append(key)
+        return real_stage(self, key, pieces)
+
+    row = 64 * 4  # bytes of one (z, y) row
+
+    def write_unit(z0: int, y0: int, value: float) -> None:
+        for z_ in range(z0, z0 + 4):
+            arr.write((z_ * 16 + y0) * row, np.full(4 * 64, value, "<f4").tobytes())
+
+    write_unit(0, 0, 2)  # shard 0, the oldest dirty unit
+    write_unit(0, 8, 3)  # shard 1
+    write_unit(0, 4, 4)  # shard 0
+    write_unit(4, 0, 5)  # shard 0
+    assert arr.dirty_state().nbytes == 4 * (4 << 10)
+    LocalStore._stage = counting_stage  # type: ignore[method-assign]
+    try:
+        arr.flush(down_to=engine.dirty_bytes - 1)  # the oldest unit alone would do
+    finally:
+        LocalStore._stage = real_stage  # type: ignore[method-assign]
+    assert sets == ["c/0/0/0"]  # shard 0 once, with its three complete units
+    assert arr.dirty_state().nbytes == 4 << 10  # shard 1's unit waits
+    stored = zarr.open_array(str(tmp_path / "a"))[...]
+    assert (stored[:4, :4] == 2).all() and (stored[:4, 4:8] == 4).all()
+    assert (stored[4:, :4] == 5).all() and (stored[:4, 8:12] == 1).all()
+    arr.flush()
+    assert (zarr.open_array(str(tmp_path / "a"))[:4, 8:12] == 3).all()
+    engine.close()

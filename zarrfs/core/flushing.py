@@ -14,7 +14,9 @@ Invariants:
   every job ran (the objects the other jobs staged are committed); a failed commit leaves
   every unit of the flush dirty;
 - one flush per array at a time (``_flush_lock``, always taken before ``_write_lock``), and one
-  write-behind flush per array queued or running (``_behind``).
+  write-behind flush per array queued or running (``_behind``);
+- a flush that stores part of a shard's units (``down_to``) stores every completely written
+  dirty unit of that shard with them (one rewrite of the shard, not one per flush).
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class Flushing(ReadPath):
                             del units[n:]
                             break
                         excess -= self._dirty[u].nbytes
+                    units += self._same_shards(units)
                 unmerged = [u for u in units if u in self._unknown]
             if unmerged:
                 self._merge_unknown(unmerged)  # may raise: nothing flushed, all still dirty
@@ -138,6 +141,20 @@ class Flushing(ReadPath):
             with self._lock:
                 self._frozen.difference_update(snapshot)
             raise errors[0]
+
+    def _same_shards(self, units: list[Coords]) -> list[Coords]:
+        """The other completely written dirty units of the shards ``units`` belong to
+        (``_lock`` held): the shard is rewritten anyway, so they go with it rather than
+        cost another rewrite of it in a later flush."""
+        if self._units.per_shard_count == 1 or not units:
+            return []
+        chosen = set(units)
+        outers = {self._units.location(u)[0] for u in units}
+        return [
+            u
+            for u in self._complete
+            if u not in chosen and u in self._dirty and self._units.location(u)[0] in outers
+        ]
 
     def _commit(self, written: dict[Coords, Any]) -> None:
         """Mark units clean after their bytes reached the store."""
