@@ -279,3 +279,51 @@ def test_a_flush_down_to_a_limit_takes_the_whole_shard_of_the_units_it_stores(tm
     arr.flush()
     assert (zarr.open_array(str(tmp_path / "a"))[:4, 8:12] == 3).all()
     engine.close()
+
+
+def test_a_shard_still_being_written_into_is_not_written_behind(tmp_path):
+    """Past half the dirty limit of complete units, the complete units of a shard that also
+    holds a unit still being written wait: the writer completes it soon, and writing the
+    shard now would rewrite it again then."""
+    import time
+
+    z = zarr.create_array(str(tmp_path / "a"), shape=(8, 16, 64), chunks=(4, 4, 64),
+                          shards=(8, 8, 64), dtype="<f4", fill_value=0)  # fmt: skip
+    z[...] = 1
+    engine = Engine(cache_size=64 << 10, prefetch_bytes=0)
+    engine.dirty_limit = 16 << 10  # written behind past 4 KiB dirty, any shard from 8 KiB
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    sets: list[str] = []
+    real_stage = LocalStore._stage
+
+    def counting_stage(self, key, pieces):
+        sets.append(key)
+        return real_stage(self, key, pieces)
+
+    def settle() -> None:
+        deadline = time.monotonic() + 10
+        while arr._behind and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    row = 64 * 4  # bytes of one (z, y) row
+
+    def write_rows(zs: range, y0: int, value: float) -> None:
+        for z_ in zs:
+            arr.write((z_ * 16 + y0) * row, np.full(4 * 64, value, "<f4").tobytes())
+            settle()
+
+    LocalStore._stage = counting_stage  # type: ignore[method-assign]
+    try:
+        write_rows(range(4), 8, 2)  # shard 1: inner chunk (0,2) complete
+        write_rows(range(2), 12, 3)  # shard 1: inner chunk (0,3) half written
+        write_rows(range(4), 0, 4)  # shard 0: inner chunk (0,0) complete; 8 KiB complete
+        assert sets == ["c/0/0/0"]  # shard 1 waits for its unit being written
+        write_rows(range(2, 4), 12, 3)  # (0,3) complete: shard 1 is written behind now
+        assert sets == ["c/0/0/0", "c/0/1/0"]
+    finally:
+        LocalStore._stage = real_stage  # type: ignore[method-assign]
+    assert not arr.dirty
+    stored = zarr.open_array(str(tmp_path / "a"))[...]
+    assert (stored[:4, 8:12] == 2).all() and (stored[:4, 12:16] == 3).all()
+    assert (stored[:4, :4] == 4).all() and (stored[4:] == 1).all() and (stored[:4, 4:8] == 1).all()
+    engine.close()

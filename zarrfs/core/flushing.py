@@ -183,9 +183,11 @@ class Flushing(ReadPath):
 
         Inner chunks of shards wait until storing them is worth a shard rewrite (which
         copies the shard's other inner chunks): a shard whose units are all complete goes at
-        once, the others once the complete units take half the dirty limit. A row-major
-        writer of shards spanning the whole depth then rewrites each shard about twice, not
-        once per layer of inner chunks."""
+        once, the others once the complete units take half the dirty limit, except a shard
+        that also holds a unit still being written (the writer completes it soon; writing
+        the shard now would rewrite it again then). A row-major writer of shards spanning the
+        whole depth then rewrites each shard twice, not once per layer of inner chunks (a
+        512 MiB overwrite of the benchmark's sharded array: 694 MiB written, was 1214)."""
         with self._lock:
             if self._behind:
                 return
@@ -197,6 +199,10 @@ class Flushing(ReadPath):
                     whole = self._units.per_shard_count
                     groups = self._units.groups(units).values()
                     units = [u for us in groups if len(us) == whole for u in us]
+                else:  # a shard still being written into would be rewritten again soon
+                    where = self._units.location
+                    busy = {where(u)[0] for u in self._dirty if u not in self._complete}
+                    units = [u for u in units if where(u)[0] not in busy]
             if not units:
                 return
             self._behind = True
