@@ -5,9 +5,11 @@ dirty (docs/write-path.md, "Atomic set")."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -20,6 +22,30 @@ from zarrfs.core.stores.local import TEMP_PREFIX, LocalStore
 from zarrfs.core.stores.localgroup import LocalGroup
 
 SHAPE = (8, 8, 8)
+
+
+@contextlib.contextmanager
+def staged_keys() -> Iterator[list[str]]:
+    """The keys every ``LocalStore`` stages while the block runs, in order."""
+    sets: list[str] = []
+    real_stage = LocalStore._stage
+
+    def counting_stage(self, key, pieces):
+        sets.append(key)
+        return real_stage(self, key, pieces)
+
+    LocalStore._stage = counting_stage  # type: ignore[method-assign]
+    try:
+        yield sets
+    finally:
+        LocalStore._stage = real_stage  # type: ignore[method-assign]
+
+
+def settle(arr) -> None:
+    """Wait for the array's write-behind flush, if one is queued or running."""
+    deadline = time.monotonic() + 10
+    while arr._behind and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def make(tmp_path, sharded: bool):
@@ -146,39 +172,24 @@ def test_inner_chunks_are_written_behind_when_worth_a_shard_rewrite(tmp_path):
     """A complete inner chunk of a shard waits for the rest of its shard, or until the
     complete units take half the dirty limit: each shard rewrite copies the shard's other
     inner chunks, so writing each layer behind would rewrite a shard once per layer."""
-    import time
-
     # 2 shards (8, 8, 64) of 4 inner chunks (4, 4, 64) of 4 KiB: 32 KiB of float32
     z = zarr.create_array(str(tmp_path / "a"), shape=(8, 16, 64), chunks=(4, 4, 64),
                           shards=(8, 8, 64), dtype="<f4", fill_value=0)  # fmt: skip
     z[...] = 1
     engine = Engine(cache_size=64 << 10, prefetch_bytes=0)  # dirty limit 48 KiB
     arr = open_array(LocalStore(tmp_path / "a"), "", engine)
-    sets: list[str] = []
-    real_stage = LocalStore._stage
-
-    def counting_stage(self, key, pieces):
-        sets.append(key)
-        return real_stage(self, key, pieces)
-
-    def settle() -> None:
-        deadline = time.monotonic() + 10
-        while arr._behind and time.monotonic() < deadline:
-            time.sleep(0.01)
-
     row = 64 * 4  # bytes of one (z, y) row
-    LocalStore._stage = counting_stage  # type: ignore[method-assign]
-    try:
+    with staged_keys() as sets:
         # z 0-3, y 0-11: inner chunks (0,0) (0,1) of shard 0 and (0,2) of shard 1 complete,
         # 12 KiB, past a quarter of the limit but under half: nothing is written behind
         for z_ in range(4):
             arr.write((z_ * 16) * row, np.full(12 * 64, 2, "<f4").tobytes())
-        settle()
+        settle(arr)
         assert sets == []
         # z 4-7, y 0-7: shard 0 is complete (4 inner chunks): written behind at once, alone
         for z_ in range(4, 8):
             arr.write((z_ * 16) * row, np.full(8 * 64, 3, "<f4").tobytes())
-        settle()
+        settle(arr)
         assert sets == ["c/0/0/0"]
         assert arr.dirty_state().nbytes == 4 << 10  # inner chunk (0,2) of shard 1 waits
         # half the limit (24 KiB) of complete units: written behind although incomplete
@@ -187,14 +198,11 @@ def test_inner_chunks_are_written_behind_when_worth_a_shard_rewrite(tmp_path):
         arr2 = open_array(LocalStore(tmp_path / "a"), "", big)
         for z_ in range(4):
             arr2.write((z_ * 16 + 8) * row, np.full(8 * 64, 4, "<f4").tobytes())
+        settle(arr2)
         deadline = time.monotonic() + 10
-        while arr2._behind and time.monotonic() < deadline:
-            time.sleep(0.01)
         while "c/0/1/0" not in sets and time.monotonic() < deadline:
             time.sleep(0.01)
         assert sets == ["c/0/0/0", "c/0/1/0"]
-    finally:
-        LocalStore._stage = real_stage  # type: ignore[method-assign]
     arr.flush()  # its inner chunk (0,2) of shard 1; (0,3) keeps what arr2 stored
     stored = zarr.open_array(str(tmp_path / "a"))[...]
     assert (stored[:4, :12] == 2).all() and (stored[4:, :8] == 3).all()
@@ -248,13 +256,6 @@ def test_a_flush_down_to_a_limit_takes_the_whole_shard_of_the_units_it_stores(tm
     z[...] = 1
     engine = Engine(cache_size=1 << 20, prefetch_bytes=0)  # nothing is written behind
     arr = open_array(LocalStore(tmp_path / "a"), "", engine)
-    sets: list[str] = []
-    real_stage = LocalStore._stage
-
-    def counting_stage(self, key, pieces):
-        sets.append(key)
-        return real_stage(self, key, pieces)
-
     row = 64 * 4  # bytes of one (z, y) row
 
     def write_unit(z0: int, y0: int, value: float) -> None:
@@ -266,11 +267,8 @@ def test_a_flush_down_to_a_limit_takes_the_whole_shard_of_the_units_it_stores(tm
     write_unit(0, 4, 4)  # shard 0
     write_unit(4, 0, 5)  # shard 0
     assert arr.dirty_state().nbytes == 4 * (4 << 10)
-    LocalStore._stage = counting_stage  # type: ignore[method-assign]
-    try:
+    with staged_keys() as sets:
         arr.flush(down_to=engine.dirty_bytes - 1)  # the oldest unit alone would do
-    finally:
-        LocalStore._stage = real_stage  # type: ignore[method-assign]
     assert sets == ["c/0/0/0"]  # shard 0 once, with its three complete units
     assert arr.dirty_state().nbytes == 4 << 10  # shard 1's unit waits
     stored = zarr.open_array(str(tmp_path / "a"))[...]
@@ -285,43 +283,26 @@ def test_a_shard_still_being_written_into_is_not_written_behind(tmp_path):
     """Past half the dirty limit of complete units, the complete units of a shard that also
     holds a unit still being written wait: the writer completes it soon, and writing the
     shard now would rewrite it again then."""
-    import time
-
     z = zarr.create_array(str(tmp_path / "a"), shape=(8, 16, 64), chunks=(4, 4, 64),
                           shards=(8, 8, 64), dtype="<f4", fill_value=0)  # fmt: skip
     z[...] = 1
     engine = Engine(cache_size=64 << 10, prefetch_bytes=0)
     engine.dirty_limit = 16 << 10  # written behind past 4 KiB dirty, any shard from 8 KiB
     arr = open_array(LocalStore(tmp_path / "a"), "", engine)
-    sets: list[str] = []
-    real_stage = LocalStore._stage
-
-    def counting_stage(self, key, pieces):
-        sets.append(key)
-        return real_stage(self, key, pieces)
-
-    def settle() -> None:
-        deadline = time.monotonic() + 10
-        while arr._behind and time.monotonic() < deadline:
-            time.sleep(0.01)
-
     row = 64 * 4  # bytes of one (z, y) row
 
     def write_rows(zs: range, y0: int, value: float) -> None:
         for z_ in zs:
             arr.write((z_ * 16 + y0) * row, np.full(4 * 64, value, "<f4").tobytes())
-            settle()
+            settle(arr)
 
-    LocalStore._stage = counting_stage  # type: ignore[method-assign]
-    try:
+    with staged_keys() as sets:
         write_rows(range(4), 8, 2)  # shard 1: inner chunk (0,2) complete
         write_rows(range(2), 12, 3)  # shard 1: inner chunk (0,3) half written
         write_rows(range(4), 0, 4)  # shard 0: inner chunk (0,0) complete; 8 KiB complete
         assert sets == ["c/0/0/0"]  # shard 1 waits for its unit being written
         write_rows(range(2, 4), 12, 3)  # (0,3) complete: shard 1 is written behind now
         assert sets == ["c/0/0/0", "c/0/1/0"]
-    finally:
-        LocalStore._stage = real_stage  # type: ignore[method-assign]
     assert not arr.dirty
     stored = zarr.open_array(str(tmp_path / "a"))[...]
     assert (stored[:4, 8:12] == 2).all() and (stored[:4, 12:16] == 3).all()
