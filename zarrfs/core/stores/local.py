@@ -102,12 +102,11 @@ class LocalStore(LocalListing, Store):
         self.root = real
         self.writable = not read_only
         self.url = Path(real).as_uri()
-        #: a descriptor of the root, every path is resolved from (opened on first use, once:
-        #: ``_root_lock`` makes threads racing on the first use share one descriptor)
-        self._root_fd = -1
+        #: makes threads racing on the first use of ``_root_fd`` share one descriptor
         self._root_lock = threading.Lock()
 
-    #: no descriptor yet (also what ``__del__`` sees of a store whose construction failed)
+    #: a descriptor of the root, every path is resolved from (opened on first use, once); -1:
+    #: none yet (also what ``__del__`` sees of a store whose construction failed)
     _root_fd = -1
 
     def _root(self) -> int:
