@@ -211,9 +211,10 @@ def test_inner_chunks_are_written_behind_when_worth_a_shard_rewrite(tmp_path):
     big.close()
 
 
-def test_temporary_files_are_written_by_at_most_one_thread_per_cpu(tmp_path, monkeypatch):
-    # page-cache copies from more threads than CPUs only contend in the kernel
-    from zarrfs.core.stores import localgroup
+def test_small_temporary_files_are_written_by_at_most_one_thread_per_cpu(tmp_path, monkeypatch):
+    # page-cache copies from more threads than CPUs only contend in the kernel (objects below
+    # ``directio.DIRECT_MIN`` go through the page cache)
+    from zarrfs.core.stores import directio
 
     store = LocalStore(tmp_path)
     lock = threading.Lock()
@@ -231,8 +232,8 @@ def test_temporary_files_are_written_by_at_most_one_thread_per_cpu(tmp_path, mon
             with lock:
                 busy[0] -= 1
 
-    monkeypatch.setattr(localgroup.os, "write", write)
-    monkeypatch.setattr(localgroup, "_WRITERS", threading.BoundedSemaphore(2))
+    monkeypatch.setattr(directio.os, "write", write)
+    monkeypatch.setattr(directio, "_BUFFERED_WRITERS", threading.BoundedSemaphore(2))
     group = store.group()
     threads = [
         threading.Thread(target=group.set, args=(f"k/{n}", bytes([n]) * 4096)) for n in range(8)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from zarrfs.core.stores.base import Store, StoreGroup
+from zarrfs.core.stores.directio import write_pieces
 
 #: prefix of the temporary files of an unfinished ``set``; never keys
 TEMP_PREFIX = ".zarrfs-tmp-"
@@ -38,27 +39,17 @@ _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 
 Pieces = Callable[[], Iterable[bytes | memoryview]]
 
-#: threads copying into temporary files at once: one per CPU. Page-cache writes from more
-#: threads than CPUs contend in the kernel (page allocation, LRU and memcg locks): eight
-#: concurrent writers of 16 MiB objects use four times the CPU of two for the same bytes.
-_WRITERS = threading.BoundedSemaphore(os.cpu_count() or 1)
-
 
 def write_temp(dir_fd: int, pieces: Iterable[bytes | memoryview], sync: bool = True) -> str:
     """A new temporary file in ``dir_fd`` holding the concatenated ``pieces`` (each written
-    as it comes), fsynced (``sync``; else only its write-back started) and closed; its name.
-    If anything fails it is unlinked."""
+    as it comes, with direct I/O where it can: ``directio``), fsynced (``sync``; else only the
+    write-back of what went through the page cache started) and closed; its name. If anything
+    fails it is unlinked."""
     temp = TEMP_PREFIX + secrets.token_hex(8)
     fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=dir_fd)
     try:
         try:
-            for piece in pieces:
-                data = memoryview(piece).cast("B")
-                written = 0
-                with _WRITERS:
-                    while written < len(data):
-                        written += os.write(fd, data[written:])
-                del data, piece
+            write_pieces(fd, pieces)
             if sync:
                 os.fsync(fd)
             else:
