@@ -22,9 +22,11 @@ def _supports_direct(path) -> bool:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
     except OSError:
         return False
-    os.close(fd)
-    probe.unlink()
-    return True
+    try:
+        return directio.direct_capable(fd)
+    finally:
+        os.close(fd)
+        probe.unlink()
 
 
 @pytest.fixture
@@ -137,6 +139,28 @@ def test_other_write_errors_are_raised(tmp_path, monkeypatch):
     with pytest.raises(OSError) as info:
         _write(tmp_path / "f", [os.urandom(2 << 20)])
     assert info.value.errno == errno.ENOSPC
+
+
+def test_only_local_disk_file_systems_get_direct_io(tmp_path, writes, monkeypatch):
+    if not _supports_direct(tmp_path):
+        pytest.skip("the file system refuses O_DIRECT")
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert directio.direct_capable(fd)
+        monkeypatch.setattr(directio, "_direct_devices", {os.fstat(fd).st_dev: False})
+    finally:
+        os.close(fd)
+    data = os.urandom(3 << 20)  # as on a network file system: through the page cache
+    assert _write(tmp_path / "f", [data]) == data
+    assert writes and not any(on for _, on in writes)
+    with open("/proc/self/mountinfo") as info:
+        memory = [line.split()[4] for line in info if " - tmpfs " in line]
+    if memory:
+        fd = os.open(memory[0], os.O_RDONLY)
+        try:
+            assert not directio.direct_capable(fd)
+        finally:
+            os.close(fd)
 
 
 def test_bounce_buffers_are_reused_and_bounded(tmp_path, monkeypatch):

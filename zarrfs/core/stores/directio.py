@@ -18,6 +18,9 @@ Invariants:
   ``DIRECT_MIN`` (one write from the bounce buffer: direct writes wait on the device one by
   one, small objects are cheaper through the page cache and the commit's fsync), and after a
   refusal;
+- direct I/O is used only on the local disk file systems in ``DIRECT_FS`` (``fstatfs``): on a
+  network file system each direct write would wait for the server, and a memory file system
+  has no page cache to bypass;
 - where the file system refuses direct I/O (``fcntl`` or a direct ``write`` failing with
   ``EINVAL``, which writes nothing), the rest of the file is written buffered from the same
   offset;
@@ -29,12 +32,14 @@ Invariants:
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import mmap
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -54,6 +59,45 @@ ENABLED = True
 #: threads than CPUs contend in the kernel (page allocation, LRU and memcg locks): eight
 #: concurrent writers of 16 MiB objects use four times the CPU of two for the same bytes.
 _BUFFERED_WRITERS = threading.BoundedSemaphore(os.cpu_count() or 1)
+
+#: file systems (``statfs`` ``f_type``) whose files are written with direct I/O
+DIRECT_FS = {
+    0xEF53: "ext2/ext3/ext4",
+    0x58465342: "xfs",
+    0x9123683E: "btrfs",
+    0xF2F52010: "f2fs",
+}
+
+
+def _libc_fstatfs() -> Callable[[int, Any], int] | None:
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).fstatfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]
+
+
+_FSTATFS = _libc_fstatfs()
+#: whether each device (``st_dev``) holds a file system of ``DIRECT_FS``
+_direct_devices: dict[int, bool] = {}
+
+
+def direct_capable(fd: int) -> bool:
+    """Whether the file ``fd`` is on a local disk file system written with direct I/O."""
+    dev = os.fstat(fd).st_dev
+    known = _direct_devices.get(dev)
+    if known is None:
+        known = False
+        if _FSTATFS is not None:
+            buf = ctypes.create_string_buffer(256)  # struct statfs; f_type is its first word
+            if _FSTATFS(fd, buf) == 0:
+                f_type = ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+                known = f_type in DIRECT_FS
+        _direct_devices[dev] = known
+    return known
+
 
 _pool: list[mmap.mmap] = []
 _pool_lock = threading.Lock()
@@ -84,7 +128,8 @@ class DirectWriter:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.written = 0  # bytes in the file so far
-        self._direct: bool | None = None if ENABLED else False  # None: not tried yet
+        # None: not tried yet
+        self._direct: bool | None = None if ENABLED and direct_capable(fd) else False
         self._flag_on = False
         self._buf: mmap.mmap | None = None
         self._view: memoryview | None = None
