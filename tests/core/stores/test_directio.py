@@ -184,3 +184,22 @@ def test_the_store_writes_large_objects_with_direct_io(tmp_path, writes):
     group.commit()
     assert store.get("c/0") == data and store.get("c/1") == data[:-1]
     assert sum(n for n, on in writes if on) == (2 << 20) + (2 << 20) - 4096
+
+
+def test_an_object_of_known_size_is_allocated_at_once(tmp_path, monkeypatch):
+    if not _supports_direct(tmp_path):
+        pytest.skip("the file system refuses O_DIRECT")
+    calls = []
+    real = os.posix_fallocate
+
+    def allocate(fd, offset, size):
+        calls.append((offset, size))
+        real(fd, offset, size)
+
+    monkeypatch.setattr(directio.os, "posix_fallocate", allocate)
+    data = os.urandom((2 << 20) + 7)
+    assert _write(tmp_path / "a", (data[:100], data[100:])) == data  # sizes known up front
+    assert calls == [(0, len(data))]
+    assert _write(tmp_path / "b", iter([data])) == data  # a stream: written as it comes
+    assert _write(tmp_path / "c", (data[:1000],)) == data[:1000]  # small: page cache
+    assert calls == [(0, len(data))]

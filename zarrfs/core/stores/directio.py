@@ -24,6 +24,10 @@ Invariants:
 - where the file system refuses direct I/O (``fcntl`` or a direct ``write`` failing with
   ``EINVAL``, which writes nothing), the rest of the file is written buffered from the same
   offset;
+- an object whose pieces come as a tuple or list (its size known up front) and which is
+  written with direct I/O is first allocated whole (``posix_fallocate``): direct writes
+  appended 1 MiB at a time while other files grow get several extents each (4-5 per 16 MiB
+  file against 1 written through the page cache, whose allocation is delayed to write-back);
 - durability is the caller's, as before: direct I/O bypasses the page cache, not the device's
   volatile cache, and the file's size and extents are metadata, so the file is still fsynced;
 - at most ``POOL_KEEP`` idle bounce buffers (``BOUNCE`` bytes each) are kept for reuse; a
@@ -135,6 +139,10 @@ class DirectWriter:
         self._view: memoryview | None = None
         self._fill = 0
 
+    @property
+    def direct_possible(self) -> bool:
+        return self._direct is not False
+
     def write(self, data: memoryview) -> None:
         """Append ``data`` (a byte view; not kept after the call)."""
         while len(data):
@@ -228,11 +236,24 @@ class DirectWriter:
         self.written += done
 
 
+def _allocate(fd: int, size: int) -> None:
+    """Reserve ``size`` bytes for the file at once where the file system can (direct writes
+    appended piece by piece otherwise get an extent each when several files grow at once)."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError:  # not supported here, or no room: the writes themselves will tell
+        pass
+
+
 def write_pieces(fd: int, pieces: Iterable[bytes | memoryview]) -> None:
     """Write the concatenated ``pieces`` to the new, empty file ``fd`` (each piece released
     as soon as it is written or copied)."""
     writer = DirectWriter(fd)
     try:
+        if writer.direct_possible and isinstance(pieces, tuple | list):
+            total = sum(memoryview(p).nbytes for p in pieces)
+            if total >= DIRECT_MIN:  # one extent, as delayed allocation gives buffered writes
+                _allocate(fd, total)
         for piece in pieces:
             with memoryview(piece) as raw, raw.cast("B") as data:
                 writer.write(data)
