@@ -26,23 +26,17 @@ from typing import Any
 
 import numpy as np
 
+from zarrfs.core.libc import function
+
 #: ``madvise`` advice (Linux 5.14+): fault a range in, writable, in one call
 _MADV_POPULATE_WRITE = 23
 #: destinations at least this large are faulted in before they are read into
 PREFAULT_MIN = 64 << 10
 
 
-def _libc_madvise() -> Callable[[int, int, int], int] | None:
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
-
-
-_madvise = _libc_madvise()
+_madvise: Callable[[int, int, int], int] | None = function(
+    "madvise", (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+)
 
 
 def prefault(buf: memoryview) -> None:

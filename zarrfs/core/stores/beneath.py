@@ -24,6 +24,8 @@ import errno
 import os
 import sys
 
+from zarrfs.core.libc import function
+
 __all__ = ["open_beneath", "available"]
 
 #: the ``openat2`` system call number (the same on every Linux architecture but alpha)
@@ -59,13 +61,7 @@ class _OpenHow(ctypes.Structure):
 def _load() -> object | None:
     if not sys.platform.startswith("linux") or os.uname().machine == "alpha":
         return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.syscall
-    except (OSError, AttributeError):
-        return None
-    fn.restype = ctypes.c_long
-    return fn
+    return function("syscall", None, ctypes.c_long)  # variadic: no argument types
 
 
 _syscall = _load()

@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from zarrfs.core.libc import function
+
 #: alignment of a direct write's offset, address and length (the largest logical block size
 #: of common devices; any smaller one divides it)
 ALIGN = 4096
@@ -73,17 +75,7 @@ DIRECT_FS = {
 }
 
 
-def _libc_fstatfs() -> Callable[[int, Any], int] | None:
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).fstatfs
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
-
-
-_FSTATFS = _libc_fstatfs()
+_FSTATFS: Callable[[int, Any], int] | None = function("fstatfs", (ctypes.c_int, ctypes.c_void_p))
 #: whether each device (``st_dev``) holds a file system of ``DIRECT_FS``
 _direct_devices: dict[int, bool] = {}
 

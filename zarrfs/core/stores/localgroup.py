@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from zarrfs.core.libc import function
 from zarrfs.core.stores.base import Store, StoreGroup
 from zarrfs.core.stores.directio import write_pieces
 
@@ -107,17 +108,9 @@ def publish(dir_fd: int, renames: Sequence[tuple[str, str]], sync: bool = False)
     os.fsync(dir_fd)
 
 
-def _libc_sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
-
-
-_SYNC_FILE_RANGE = _libc_sync_file_range()
+_SYNC_FILE_RANGE: Callable[[int, int, int, int], int] | None = function(
+    "sync_file_range", (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+)
 _SYNC_FILE_RANGE_WRITE = 2
 
 
