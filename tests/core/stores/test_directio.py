@@ -94,8 +94,23 @@ def test_an_aligned_piece_is_written_from_the_callers_buffer(tmp_path, writes, m
 
 def test_a_small_object_is_written_through_the_page_cache(tmp_path, writes):
     data = os.urandom(directio.DIRECT_MIN - 1)
-    assert _write(tmp_path / "f", _split(data, random.Random(2), 9000)) == data
+    pieces = _split(data, random.Random(2), 9000)
+    # a stream (size unknown until its end): gathered, then written in one go
+    assert _write(tmp_path / "f", iter(pieces)) == data
     assert writes == [(len(data), False)]
+    # a size known up front: each piece as it comes, without copying it first
+    writes.clear()
+    assert _write(tmp_path / "g", pieces) == data
+    assert writes == [(len(p), False) for p in pieces if p]
+
+
+def test_without_direct_io_pieces_are_not_copied(tmp_path, writes, monkeypatch):
+    monkeypatch.setattr(directio, "direct_capable", lambda fd: False)
+    monkeypatch.setattr(directio, "_take_buffer", lambda: pytest.fail("bounced"))
+    data = os.urandom(3 << 20)
+    pieces = _split(data, random.Random(4), 700_000)
+    assert _write(tmp_path / "f", iter(pieces)) == data
+    assert writes == [(len(p), False) for p in pieces if p]
 
 
 def test_a_file_system_refusing_direct_io_gets_buffered_writes(tmp_path, writes, monkeypatch):

@@ -15,9 +15,10 @@ Invariants:
   buffer (a piece's unaligned bytes, the file's last partial block);
 - before ``finish`` and while direct writes are on, the file offset is a multiple of
   ``ALIGN``; buffered writes happen only for the last partial block, for a file smaller than
-  ``DIRECT_MIN`` (one write from the bounce buffer: direct writes wait on the device one by
-  one, small objects are cheaper through the page cache and the commit's fsync), and after a
-  refusal;
+  ``DIRECT_MIN`` (direct writes wait on the device one by one, small objects are cheaper
+  through the page cache and the commit's fsync: one write from the bounce buffer when the
+  size shows only at the end, each piece as it comes when it is known up front), and after
+  a refusal; without direct I/O the pieces are written as they come, never copied;
 - direct I/O is used only on the local disk file systems in ``DIRECT_FS`` (``fstatfs``): on a
   network file system each direct write would wait for the server, and a memory file system
   has no page cache to bypass;
@@ -58,8 +59,6 @@ BOUNCE = 1 << 20
 DIRECT_MIN = 256 << 10
 #: idle bounce buffers kept for reuse
 POOL_KEEP = 8
-#: direct writes on (tests switch it off to compare)
-ENABLED = True
 
 #: threads writing through the page cache at once: one per CPU. Page-cache writes from more
 #: threads than CPUs contend in the kernel (page allocation, LRU and memcg locks): eight
@@ -121,11 +120,13 @@ def _address(view: memoryview) -> int:
 class DirectWriter:
     """Writes one new file's bytes, in order, from its start (see the module docstring)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, direct: bool = True) -> None:
+        """``direct``: the file may be written with direct I/O (False: a file known to stay
+        smaller than ``DIRECT_MIN``)."""
         self.fd = fd
         self.written = 0  # bytes in the file so far
-        # None: not tried yet
-        self._direct: bool | None = None if ENABLED and direct_capable(fd) else False
+        # None: not tried yet; False: every write goes through the page cache
+        self._direct: bool | None = None if direct and direct_capable(fd) else False
         self._flag_on = False
         self._buf: mmap.mmap | None = None
         self._view: memoryview | None = None
@@ -133,10 +134,15 @@ class DirectWriter:
 
     @property
     def direct_possible(self) -> bool:
+        """Direct writes are not ruled out (the file system is one of ``DIRECT_FS``, the file
+        not known to stay small, nothing refused so far)."""
         return self._direct is not False
 
     def write(self, data: memoryview) -> None:
         """Append ``data`` (a byte view; not kept after the call)."""
+        if self._direct is False and self._fill == 0:  # no copy for the page cache's sake
+            self._write_buffered(data)
+            return
         while len(data):
             if (
                 self._fill == 0
@@ -240,12 +246,11 @@ def _allocate(fd: int, size: int) -> None:
 def write_pieces(fd: int, pieces: Iterable[bytes | memoryview]) -> None:
     """Write the concatenated ``pieces`` to the new, empty file ``fd`` (each piece released
     as soon as it is written or copied)."""
-    writer = DirectWriter(fd)
+    size = sum(memoryview(p).nbytes for p in pieces) if isinstance(pieces, tuple | list) else None
+    writer = DirectWriter(fd, direct=size is None or size >= DIRECT_MIN)
     try:
-        if writer.direct_possible and isinstance(pieces, tuple | list):
-            total = sum(memoryview(p).nbytes for p in pieces)
-            if total >= DIRECT_MIN:  # one extent, as delayed allocation gives buffered writes
-                _allocate(fd, total)
+        if size is not None and writer.direct_possible:
+            _allocate(fd, size)  # one extent, as delayed allocation gives buffered writes
         for piece in pieces:
             with memoryview(piece) as raw, raw.cast("B") as data:
                 writer.write(data)
