@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from math import prod
 from typing import Any
@@ -58,10 +59,32 @@ _ARRAY_KNOWN = frozenset(
 _GROUP_KNOWN = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})
 
 
+#: parsed documents kept by their bytes (``parse_v3``): how many, and the largest kept
+PARSED_KEPT = 1024
+PARSED_MAX_BYTES = 64 << 10
+_parsed: dict[bytes, ArrayMetadata | GroupMetadata] = {}
+_parsed_lock = threading.Lock()
+
+
 def parse_v3(raw: bytes | bytearray | memoryview) -> ArrayMetadata | GroupMetadata:
-    """Parse and validate a stored ``zarr.json``; the result keeps ``raw`` for ``to_bytes``."""
+    """Parse and validate a stored ``zarr.json``; the result keeps ``raw`` for ``to_bytes``.
+
+    Equal documents give the same object: the metadata model is immutable, and a hierarchy
+    often holds many arrays with one document (the levels of an image repeated per well and
+    field, tiles, labels), whose parsing and validation would otherwise be repeated for each.
+    The last ``PARSED_KEPT`` documents of at most ``PARSED_MAX_BYTES`` are kept; a document
+    that fails is never kept (each read reports its error)."""
     data = bytes(raw)
-    return _node(load_json_object(data, "zarr.json"), data)
+    hit = _parsed.get(data)  # one dict lookup is atomic: no lock on the hit path
+    if hit is not None:
+        return hit
+    node = _node(load_json_object(data, "zarr.json"), data)
+    if len(data) <= PARSED_MAX_BYTES:
+        with _parsed_lock:
+            _parsed[data] = node
+            while len(_parsed) > PARSED_KEPT:  # the oldest first
+                del _parsed[next(iter(_parsed))]
+    return node
 
 
 def array_metadata_v3(doc: Mapping[str, Any]) -> ArrayMetadata:
