@@ -399,11 +399,14 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         return metadata_file(self.ctx, self.path, name) or self.scratch_lookup(name)
 
     def _header(self, name: str, arr: ZarrArray, byte_order: str) -> bytes | None:
-        """``array_header`` once per array state: deciding which headers are present renders
-        them, and their sizes are then known without rendering them again."""
+        """``array_header`` once per distinct input: deciding which headers are present
+        renders them, and their sizes are then known without rendering them again. The key is
+        everything ``array_header`` reads (data type, shape, dimension names, byte order), so
+        arrays alike share one rendering."""
         from zarrfs.views.legacy import array_header
 
-        key = ("header", name, self.path, arr.uid, arr.shape, byte_order)
+        names = arr.metadata.dimension_names
+        key = ("header", name, arr.dtype, arr.shape, names, byte_order)
         return self.ctx.memo(key, lambda: array_header(name, arr, byte_order))  # type: ignore[no-any-return]
 
     def _present_header(self, name: str) -> bytes:

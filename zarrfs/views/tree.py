@@ -9,6 +9,7 @@ default, so the views never depend on the FUSE layer's types.
 from __future__ import annotations
 
 import importlib
+import itertools
 import logging
 import re
 import threading
@@ -38,6 +39,8 @@ from zarrfs.views.skipped import implicit_info, unshown_node_dir
 log = logging.getLogger(__name__)
 
 _NO_MEMO = object()
+#: rendered views kept per mount (``MountContext.memo``)
+MEMO_ENTRIES = 8192
 
 ALL_VIEWS = (
     "data.raw",
@@ -85,15 +88,22 @@ class MountContext:
     #: the rendered ``group.nc`` layouts (a ``zarrfs.views.ncfile.LayoutCache``, made on first use)
     group_files: Any = None
     _memo: dict[Any, Any] = field(default_factory=dict)
+    _memo_trim: threading.Lock = field(default_factory=threading.Lock)
 
     def memo(self, key: Any, compute: Any) -> Any:
         """``compute()`` cached under ``key`` (keys carry the state they depend on, so entries
-        never go stale; the table is emptied when it grows past a few thousand entries)."""
+        never go stale). Past ``MEMO_ENTRIES`` entries the oldest half is dropped: a listing
+        renders an array's views when its group is listed and reads them back when the array
+        is listed, a hundred arrays later, so emptying the whole table would drop some
+        between the two. Trimming is serialised; a ``dict`` keeps its own consistency for the
+        lookups and stores of other threads meanwhile (an entry trimmed twice is ignored)."""
         hit = self._memo.get(key, _NO_MEMO)
         if hit is _NO_MEMO:
             hit = compute()
-            if len(self._memo) > 8192:
-                self._memo.clear()
+            if len(self._memo) > MEMO_ENTRIES:
+                with self._memo_trim:
+                    for old in list(itertools.islice(self._memo, len(self._memo) // 2)):
+                        self._memo.pop(old, None)
             self._memo[key] = hit
         return hit
 
