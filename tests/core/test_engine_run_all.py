@@ -60,3 +60,97 @@ def test_exceptions_are_kept_per_call() -> None:
                 f.result()
     finally:
         engine.close()
+
+
+# -- one_by_one_until_slow: sequential while quick, concurrent once the store shows latency
+
+
+class _Clock:
+    """A fake ``perf_counter`` that each call advances by its own duration."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _timed_calls(clock: _Clock, seconds: list[float], ran: list[int]) -> list:
+    def make(i: int, s: float):
+        def call() -> int:
+            ran.append(i)
+            clock.now += s
+            return i * 10
+
+        return call
+
+    return [make(i, s) for i, s in enumerate(seconds)]
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    from zarrfs.core import engine
+
+    fake = _Clock()
+    monkeypatch.setattr(engine.time, "perf_counter", fake)
+    return fake
+
+
+def test_quick_calls_all_run_here(clock: _Clock) -> None:
+    from zarrfs.core.engine import one_by_one_until_slow
+
+    ran: list[int] = []
+    handed: list[int] = []
+    out = one_by_one_until_slow(
+        _timed_calls(clock, [0.0001] * 6, ran), lambda rest: handed.append(len(rest)) or []
+    )
+    assert out == [0, 10, 20, 30, 40, 50] and ran == list(range(6)) and handed == []
+
+
+def test_one_slow_call_alone_is_a_hiccup_not_a_store(clock: _Clock) -> None:
+    from zarrfs.core.engine import one_by_one_until_slow
+
+    ran: list[int] = []
+    handed: list[int] = []
+    seconds = [0.0001, 0.05, 0.0001, 0.05, 0.0001, 0.0001]  # never two slow in a row
+    out = one_by_one_until_slow(
+        _timed_calls(clock, seconds, ran), lambda rest: handed.append(len(rest)) or []
+    )
+    assert out == [0, 10, 20, 30, 40, 50] and handed == []
+
+
+def test_two_slow_calls_in_a_row_hand_the_rest_over_in_order(clock: _Clock) -> None:
+    from zarrfs.core.engine import one_by_one_until_slow
+
+    ran: list[int] = []
+    handed: list[list[int]] = []
+
+    def run_rest(rest):
+        handed.append([id(c) for c in rest])
+        return [c() for c in rest]
+
+    calls = _timed_calls(clock, [0.0001, 0.01, 0.01, 0.0001, 0.0001], ran)
+    out = one_by_one_until_slow(calls, run_rest)
+    assert out == [0, 10, 20, 30, 40]
+    assert handed == [[id(c) for c in calls[3:]]]  # the calls not run yet, nothing twice
+    assert ran == [0, 1, 2, 3, 4]
+
+
+def test_slow_last_calls_hand_nothing_over(clock: _Clock) -> None:
+    from zarrfs.core.engine import one_by_one_until_slow
+
+    ran: list[int] = []
+    out = one_by_one_until_slow(
+        _timed_calls(clock, [0.01, 0.01], ran), lambda rest: pytest.fail("nothing left")
+    )
+    assert out == [0, 10]
+
+
+def test_an_exception_of_a_call_propagates(clock: _Clock) -> None:
+    from zarrfs.core.engine import one_by_one_until_slow
+
+    def boom() -> int:
+        raise KeyError("x")
+
+    with pytest.raises(KeyError):
+        one_by_one_until_slow([lambda: 1, boom, lambda: 3], lambda rest: [])

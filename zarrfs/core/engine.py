@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -136,3 +137,30 @@ def _run_here(call: Callable[[], Any]) -> Future[Any]:
     except BaseException as exc:
         fut.set_exception(exc)
     return fut
+
+
+#: a call slower than this waited on the store (computing what one node or view needs takes
+#: well under it; a read from a local disk or the page cache too)
+SLOW_CALL_SECONDS = 0.003
+#: consecutive slow calls that show a store with latency: one alone is more often a hiccup of
+#: this process (preempted on a busy machine, a page fault, a first import) than a store
+SLOW_CALLS_IN_A_ROW = 2
+
+
+def one_by_one_until_slow(
+    calls: Sequence[Callable[[], Any]], run_rest: Callable[[Sequence[Callable[[], Any]]], list[Any]]
+) -> list[Any]:
+    """The results of ``calls``, in order: run one after the other in this thread while they
+    are quick (a local disk: threads would only contend for the interpreter), and once
+    ``SLOW_CALLS_IN_A_ROW`` in a row each took over ``SLOW_CALL_SECONDS`` (an object store, a
+    network file system), ``run_rest(the calls not run yet)`` runs the rest concurrently. An
+    exception of a call propagates."""
+    out: list[Any] = []
+    slow = 0
+    for i, call in enumerate(calls):
+        began = time.perf_counter()
+        out.append(call())
+        slow = slow + 1 if time.perf_counter() - began > SLOW_CALL_SECONDS else 0
+        if slow >= SLOW_CALLS_IN_A_ROW and i + 1 < len(calls):
+            return out + run_rest(calls[i + 1 :])
+    return out

@@ -27,11 +27,12 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from zarrfs.core.array import Engine, ZarrArray
+from zarrfs.core.engine import one_by_one_until_slow
 from zarrfs.core.errors import (
     MetadataError,
     NodeNotFound,
@@ -54,9 +55,6 @@ Metadata = ArrayMetadata | GroupMetadata
 #: is refused with ``MetadataError`` after reading at most this many bytes + 1 (the same bound
 #: as an edit of a metadata view)
 MAX_DOCUMENT_BYTES = 64 << 20
-#: a node read slower than this waited on the store (parsing one takes well under it, a read
-#: from a local disk too): the nodes after it are read concurrently
-CONCURRENT_AFTER = 0.003
 
 
 def _implicit_write(store: Store, path: str, metadata: Metadata) -> None:
@@ -208,18 +206,14 @@ class Hierarchy:
         return sorted(out, key=lambda n: n.name)
 
     def _read_nodes(self, paths: list[str]) -> list[Node | None]:
-        """``_try_node`` of each path: one after the other while each is quick (a local disk,
-        the page cache: threads would only contend for the interpreter), the rest through the
-        engine's threads from the first that waited on the store (``CONCURRENT_AFTER``)."""
-        out: list[Node | None] = []
-        for i, path in enumerate(paths):
-            began = time.perf_counter()
-            out.append(self._try_node(path))
-            if time.perf_counter() - began > CONCURRENT_AFTER and i + 1 < len(paths):
-                rest = [functools.partial(self._try_node, p) for p in paths[i + 1 :]]
-                out += [f.result() for f in self.engine.run_all(rest)]
-                break
-        return out
+        """``_try_node`` of each path: one after the other while each is quick, the rest
+        through the engine's threads once the store shows latency (``one_by_one_until_slow``)."""
+
+        def concurrently(rest: Sequence[Callable[[], Node | None]]) -> list[Node | None]:
+            return [f.result() for f in self.engine.run_all(rest)]
+
+        calls = [functools.partial(self._try_node, p) for p in paths]
+        return one_by_one_until_slow(calls, concurrently)
 
     def _lister(self, path: str) -> Callable[[Store, str], list[str]] | None:
         """The format's own child listing for the node at ``path``, if it has one."""

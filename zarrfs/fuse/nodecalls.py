@@ -14,12 +14,13 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from zarrfs.core.engine import one_by_one_until_slow
 from zarrfs.core.errors import NodeNotFound, ZarrFSError
 from zarrfs.fuse.inodes import Path
 from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
@@ -50,9 +51,6 @@ def list_dir(node: VDir) -> Sequence[str]:
 #: threads that look up and stat the children of one listing batch concurrently
 LISTING_THREADS = 8
 _listing_pool = ThreadPoolExecutor(LISTING_THREADS, thread_name_prefix="zarrfs-list")
-#: a child slower than this to prepare waited on the store (the computation of one takes
-#: well under it; a read from a local disk too): the siblings after it are prepared in parallel
-PARALLEL_AFTER_SECONDS = 0.003
 
 
 def _prepare_one(node: VDir, index: int, name: str) -> tuple[int, str, VNode, Stat] | None:
@@ -88,20 +86,17 @@ def prepare_children(
     if node.lists_from_metadata:  # no child waits on the store: threads would only add
         # hand-offs (and contention for the interpreter) to work that is all computation
         return [r for r in (_prepare_one(node, i, names[i]) for i in indexes) if r is not None]
+
     # one after the other while each is quick (a local disk, the page cache: threads would
-    # only contend for the interpreter); the rest concurrently from the first child that
-    # waited on the store (an object store, a network file system)
-    results: list[tuple[int, str, VNode, Stat] | None] = []
-    for i in indexes:
-        began = time.perf_counter()
-        results.append(_prepare_one(node, i, names[i]))
-        if time.perf_counter() - began > PARALLEL_AFTER_SECONDS and i + 1 < stop:
-            futures = [
-                _listing_pool.submit(_prepare_one, node, j, names[j]) for j in range(i + 1, stop)
-            ]
-            results += [f.result() for f in futures]
-            break
-    return [r for r in results if r is not None]
+    # only contend for the interpreter); the rest concurrently once the store shows latency
+    # (an object store, a network file system)
+    def concurrently(
+        rest: Sequence[Callable[[], tuple[int, str, VNode, Stat] | None]],
+    ) -> list[tuple[int, str, VNode, Stat] | None]:
+        return [f.result() for f in [_listing_pool.submit(call) for call in rest]]
+
+    calls = [functools.partial(_prepare_one, node, i, names[i]) for i in indexes]
+    return [r for r in one_by_one_until_slow(calls, concurrently) if r is not None]
 
 
 #: a child directory that ``lists_from_metadata`` and has at most this many entries is listed
