@@ -7,6 +7,7 @@ byte order, so ``numpy.load(path, mmap_mode='r')`` maps the data part directly.
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import Any, Literal
 
@@ -16,8 +17,10 @@ from numpy.lib import format as npformat
 _ORDER_CHAR: dict[str, Literal["<", ">", "="]] = {"little": "<", "big": ">", "native": "="}
 
 
+@functools.lru_cache(maxsize=1024)
 def npy_header(dtype: np.dtype[Any], shape: tuple[int, ...]) -> bytes:
-    """The complete ``.npy`` header (magic, version, padded dict) for a C-order array."""
+    """The complete ``.npy`` header (magic, version, padded dict) for a C-order array; kept
+    for the last 1024 (dtype, shape) pairs (every ``stat`` of ``data.npy`` needs its length)."""
     d = {
         "descr": npformat.dtype_to_descr(dtype),
         "fortran_order": False,
