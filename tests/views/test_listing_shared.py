@@ -140,6 +140,54 @@ def test_arrays_alike_share_a_header_and_others_do_not(
         root.close()
 
 
+def test_arrays_alike_share_a_tiff_layout_unless_ome_names_them(
+    alike: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zarrfs.views import tiff
+
+    laid: list[tuple[str, str]] = []
+    real = tiff.tiff_layout
+
+    def counting(name: str, arr: Any, byte_order: str, ngff: Any) -> Any:
+        laid.append((name, arr.path))
+        return real(name, arr, byte_order, ngff)
+
+    g = zarr.open_group(alike, mode="a").create_group("img")
+    g.attrs["multiscales"] = [
+        {
+            "version": "0.4",
+            "axes": [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
+            "datasets": [
+                {"path": p, "coordinateTransformations": [{"type": "scale", "scale": [1, 1]}]}
+                for p in ("0", "1")
+            ],
+        }
+    ]
+    for p in ("0", "1"):
+        g.create_array(p, shape=(3, 4), chunks=(3, 4), dtype="<u2")[...] = 1
+    monkeypatch.setattr(tiff, "tiff_layout", counting)
+    root = open_tree(alike)
+    try:
+        img = root.lookup("img")
+        dirs = {n: root.lookup(n) for n in ("a", "b", "named")}
+        dirs.update({f"img/{p}": img.lookup(p) for p in ("0", "1")})
+        for n, d in dirs.items():
+            arr = d.array()
+            ngff = tiff.ngff_of(root.ctx, arr.path)[0]
+            assert (ngff is not None) is n.startswith("img/")
+            for view in tiff.TIFF_VIEWS:
+                assert view in d.names(), (n, view)
+                fresh = real(view, arr, "little", ngff)
+                assert d.lookup(view).stat().size == fresh.size, (n, view)
+                assert _content(d, view)[: len(fresh.head)] == fresh.head, (n, view)
+        for view in tiff.TIFF_VIEWS:
+            paths = sorted(p for v, p in laid if v == view)
+            # a and b share one layout; named, img/0 and img/1 get their own
+            assert paths in (["a", "img/0", "img/1", "named"], ["b", "img/0", "img/1", "named"])
+    finally:
+        root.close()
+
+
 # -- the view memo
 
 

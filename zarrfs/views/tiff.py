@@ -99,9 +99,17 @@ def ngff_of(ctx: MountContext, path: str) -> tuple[NgffImage | None, object]:
 
 
 def layout_for(ctx: MountContext, name: str, arr: ZarrArray) -> TiffLayout | None:
-    """``tiff_layout`` computed once per array state."""
+    """``tiff_layout`` computed once per distinct input. Without an OME-NGFF description in
+    the group it reads only the data type, shape, dimension names and byte order, so arrays
+    alike share one layout (a ``TiffLayout`` is immutable); with one it also follows the
+    group's state and the array's path (the OME-XML names the image)."""
     ngff, token = ngff_of(ctx, arr.path)
-    key = ("tiff", name, arr.path, arr.uid, arr.shape, token)
+    key: tuple[object, ...]
+    if ngff is None:
+        names = arr.metadata.dimension_names
+        key = ("tiff", name, arr.dtype, arr.shape, names, ctx.byte_order)
+    else:
+        key = ("tiff", name, arr.path, arr.uid, arr.shape, token)
     return ctx.memo(key, lambda: tiff_layout(name, arr, ctx.byte_order, ngff))  # type: ignore[no-any-return]
 
 
