@@ -118,3 +118,51 @@ def test_every_listed_size_equals_the_bytes_read(store_dir: str, byte_order: str
             assert f.stat().size == len(_read_all(f)), path
     finally:
         root.close()
+
+
+_names = st.text(max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.text(max_size=5), _json, max_size=4),
+    _names,
+    st.none() | st.integers(min_value=0, max_value=2**63),
+    st.lists(_names, max_size=5),
+    _names,
+    st.none() | st.integers(min_value=0, max_value=2**63),
+    st.lists(_names, max_size=5),
+)
+def test_info_size_from_a_shared_base_equals_the_rendered_length(
+    other: dict[str, Any],
+    path: str,
+    stored: int | None,
+    views: list[str],
+    path2: str,
+    stored2: int | None,
+    views2: list[str],
+) -> None:
+    from zarrfs.views.info import info_base_size, info_size
+
+    def info(p: str, s: int | None, v: list[str]) -> dict[str, Any]:
+        return {"path": "/" + p, **other, "stored_bytes": s, "views": v, "imagej": None}
+
+    base = info_base_size(info(path, stored, views))  # computed for one array ...
+    for p, s, v in ((path, stored, views), (path2, stored2, views2)):  # ... used for another
+        assert info_size(base, p, s, v) == len(render_json(info(p, s, v)))
+
+
+def test_info_json_of_arrays_sharing_a_document(tmp_path: Any) -> None:
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    for name, n in (("a", 0), ("longer_name_é", 3), ("b", 12)):
+        arr = root.create_array(name, shape=(12,), chunks=(4,), dtype="<f4")
+        arr[:n] = 1  # a different number of stored chunks each
+    tree = open_tree(str(tmp_path / "s.zarr"))
+    try:
+        docs = [tree.lookup(n).array().metadata for n in ("a", "b")]
+        assert docs[0] is docs[1]  # one parsed document
+        for name in ("a", "longer_name_é", "b"):
+            f = tree.lookup(name).lookup("info.json")
+            assert f.stat().size == len(_read_all(f)), name
+    finally:
+        tree.close()

@@ -27,7 +27,8 @@ from zarrfs.views.headers import npy_header, view_dtype
 from zarrfs.views.info import (
     array_info,
     array_xattrs,
-    json_size,
+    info_base_size,
+    info_size,
     numpy_describes,
     render_json,
 )
@@ -394,7 +395,7 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         if name == "info.json":
             return GeneratedFile(
                 self._memo_render(name, lambda arr: render_json(self._info(arr))),
-                self._memo_render("info.json size", lambda arr: json_size(self._info(arr))),
+                self._memo_render("info.json size", self._info_size),
             )
         return metadata_file(self.ctx, self.path, name) or self.scratch_lookup(name)
 
@@ -418,6 +419,18 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
 
     def _info(self, arr: ZarrArray) -> dict[str, Any]:
         return array_info(arr, self.ctx.byte_order, self.view_names())
+
+    def _info_size(self, arr: ZarrArray) -> int:
+        """``len`` of ``info.json`` without rendering it: what every array with this metadata
+        object (one per distinct document) shares is computed once (the memo holds the
+        object, so its ``id`` is not reused meanwhile), then the members that differ
+        (``info.VARYING``) are added."""
+        meta, order = arr.metadata, self.ctx.byte_order
+        key = ("info.json base", id(meta), order)
+        held = self.ctx.memo(key, lambda: (meta, info_base_size(self._info(arr))))
+        if held[0] is not meta:  # an id reused by another object once the first was gone
+            held = (meta, info_base_size(self._info(arr)))
+        return info_size(held[1], arr.path, arr.stored_bytes(), self.view_names())
 
     def _memo_render(self, name: str, render: Any) -> Any:
         """``render(array)`` computed once per array state (stat and read agree, and

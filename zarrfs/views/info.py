@@ -74,6 +74,30 @@ def json_size(value: Any) -> int:
     return len(compact) + _indentation(value, 1) + 1
 
 
+#: the members of ``array_info`` that differ between arrays with one metadata document
+VARYING = ("path", "stored_bytes", "views")
+
+
+def _member_size(value: Any) -> int:
+    """What a member value adds to ``json_size`` of a dict at depth 1 holding it (its compact
+    encoding and its own indentation): the rest of a member's bytes (key, separators, the
+    dict's indentation per member) depend only on its key."""
+    compact = json.dumps(value, separators=(",", ": "), allow_nan=True)
+    return len(compact) + _indentation(value, 2)
+
+
+def info_base_size(info: dict[str, Any]) -> int:
+    """``json_size(info)`` without the ``VARYING`` members' values: the same for every array
+    with the same metadata and byte order (``info_size`` adds them back)."""
+    return json_size(info) - sum(_member_size(info[k]) for k in VARYING)
+
+
+def info_size(base: int, path: str, stored_bytes: int | None, views: list[str]) -> int:
+    """``json_size`` of ``array_info`` of an array at ``path`` whose other members give
+    ``base`` (``info_base_size``)."""
+    return base + _member_size("/" + path) + _member_size(stored_bytes) + _member_size(views)
+
+
 def _indentation(value: Any, depth: int) -> int:
     if isinstance(value, dict):
         members: Any = value.values()
