@@ -130,3 +130,24 @@ def test_kept_listings_follow_changes_the_kernel_does_not_see(mounter, tmp_path)
     (m.path / "g" / "zarr.json").write_text(json.dumps(doc))
     assert "data.raw" in os.listdir(m.path / "g")
     assert sorted(os.listdir(m.path / "g" / "chunks")) == ["0.0", "1.0"]
+
+
+def _helpers_of(pid: int) -> list[int]:
+    """The listing read-ahead helpers among the children of process ``pid``."""
+    out = subprocess.run(["pgrep", "-P", str(pid), "-f", "readahead.py"], capture_output=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+@pytest.mark.parametrize("options, helpers", [((), 1), (("noreadahead_listing",), 0)])
+def test_listing_read_ahead_helper_lives_and_ends_with_the_mount(
+    mounter, tmp_path, options, helpers
+):
+    root = _store(tmp_path / "s.zarr")
+    m = mounter(root, *options)
+    walk = subprocess.run(["find", str(m.path)], capture_output=True, text=True, check=True)
+    assert f"{m.path}/b/data.raw" in walk.stdout.split()
+    found = _helpers_of(m.pid)
+    assert len(found) == helpers
+    assert m.unmount() == 0
+    for pid in found:  # it ends with the daemon, never after it
+        assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read()

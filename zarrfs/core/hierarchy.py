@@ -200,6 +200,8 @@ class Hierarchy:
             except MetadataError:
                 continue
             candidates.append(join(path, name))
+        if self.store.listable:  # a tree walk lists these next: the store may read ahead
+            self.store.read_ahead(candidates)
         for node in self._read_nodes(candidates):
             if node is not None:
                 out.append(node)

@@ -86,6 +86,8 @@ class MountOptions:
     prefetch: int | None = None
     #: the kernel's read-ahead window for this mount (bytes; also its largest read requests)
     readahead: int = 4 << 20
+    #: directory stores: read the metadata below listed directories ahead (a helper process)
+    readahead_listing: bool = True
     #: seconds dirty data may wait before a background flush
     writeback: float | None = None
     views: tuple[str, ...] | None = None
@@ -239,6 +241,7 @@ _FLAGS: dict[str, tuple[str, bool]] = {
     "default_permissions": ("default_permissions", True),
     "auto_unmount": ("auto_unmount", True),
     "anon": ("anon", True),
+    "noreadahead_listing": ("readahead_listing", False),
 }
 
 #: valued options: name -> parser (the field has the same name)
@@ -308,6 +311,11 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
     "byte_order": ("ORDER", "byte order of data.raw and the views: little, big or native"),
     "prefetch": ("SIZE", "bytes read ahead for sequential readers (default 64M)"),
     "readahead": ("SIZE", "the kernel's read-ahead window for the mount (default 4M)"),
+    "noreadahead_listing": (
+        "",
+        "directory stores: do not read the metadata below a listed directory ahead in a "
+        "helper process (tree walks on a cold page cache wait on the disk longer)",
+    ),
     "writeback": ("SECONDS", "delay before dirty data is stored in the background; 0: off"),
     "views": ("NAME:NAME...", "the array views to show, e.g. data.raw:data.npy"),
     "endpoint": ("URL", "object stores: the endpoint URL (S3-compatible servers)"),

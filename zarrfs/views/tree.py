@@ -386,6 +386,8 @@ def open_tree(url: str, options: Any = None) -> RootDir:
     )
     read_only = bool(opt("read_only", False))
     store = open_store(url, read_only=read_only, **(opt("store_options", None) or {}))
+    if opt("readahead_listing", False) and hasattr(store, "enable_read_ahead"):
+        store.enable_read_ahead()
     engine = Engine(
         cache_size=parse_size(opt("cache_size", None), 1 << 30),
         threads=int(opt("threads", None) or 8),

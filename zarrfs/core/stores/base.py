@@ -205,6 +205,10 @@ class Store(ABC):
             if size is not None:
                 yield key, size
 
+    def read_ahead(self, prefixes: Sequence[str]) -> None:
+        """Hint: the nodes at ``prefixes`` are about to be listed (a tree walk); a store may
+        start reading their metadata ahead. Never blocks; the default does nothing."""
+
     def close(self) -> None:
         """Release connections and file handles."""
 

@@ -64,6 +64,7 @@ from zarrfs.core.stores.localgroup import (
     write_temp,
 )
 from zarrfs.core.stores.locallist import LocalListing, SymlinkRefused
+from zarrfs.core.stores.readahead import ListingReadAhead
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -118,7 +119,24 @@ class LocalStore(LocalListing, Store):
                     fd = self._root_fd = os.open(self.root, _DIR_FLAGS)
         return fd
 
+    #: the listing read-ahead helper (``enable_read_ahead``; None: off)
+    _read_ahead: ListingReadAhead | None = None
+
+    def enable_read_ahead(self) -> None:
+        """Read the metadata below listed directories ahead in a helper process
+        (``readahead``): a mount's tree walks on a cold page cache then wait on the disk far
+        less. Off by default (the library API, tests)."""
+        if self._read_ahead is None:
+            self._read_ahead = ListingReadAhead(self.root)
+
+    def read_ahead(self, prefixes: Sequence[str]) -> None:
+        if self._read_ahead is not None:
+            self._read_ahead.send(prefixes)
+
     def close(self) -> None:
+        helper, self._read_ahead = self._read_ahead, None
+        if helper is not None:
+            helper.close()
         fd, self._root_fd = self._root_fd, -1
         if fd >= 0:
             os.close(fd)

@@ -87,6 +87,9 @@ class StoreWrapper(Store):
     def list_sizes(self, prefix: str) -> Iterator[tuple[str, int]]:
         return self.inner.list_sizes(prefix)
 
+    def read_ahead(self, prefixes: Sequence[str]) -> None:
+        self.inner.read_ahead(prefixes)
+
     def close(self) -> None:
         """Nothing: the wrapped store belongs to whoever opened it."""
 
