@@ -67,6 +67,7 @@ def test_a_failing_document_fails_every_time() -> None:
 
 def test_kept_documents_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(v3, "_parsed", {})
+    monkeypatch.setattr(v3, "_parsed_bytes", 0)
     monkeypatch.setattr(v3, "PARSED_KEPT", 3)
     docs = [_raw(attributes={"i": i}) for i in range(5)]
     first = [parse_v3(d) for d in docs]
@@ -76,8 +77,20 @@ def test_kept_documents_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse_v3(docs[0]) == first[0]
 
 
+def test_kept_documents_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(v3, "_parsed", {})
+    monkeypatch.setattr(v3, "_parsed_bytes", 0)
+    docs = [_raw(attributes={"i": i, "pad": "x" * 1000}) for i in range(6)]
+    monkeypatch.setattr(v3, "PARSED_TOTAL_BYTES", 3 * len(docs[0]) + 10)
+    for d in docs:
+        parse_v3(d)
+    assert list(v3._parsed) == docs[3:]  # the oldest dropped first
+    assert v3._parsed_bytes == sum(len(d) for d in docs[3:])
+
+
 def test_large_documents_are_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(v3, "_parsed", {})
+    monkeypatch.setattr(v3, "_parsed_bytes", 0)
     big = _raw(attributes={"pad": "x" * (v3.PARSED_MAX_BYTES + 1)})
     assert parse_v3(big) is not parse_v3(big)
     assert v3._parsed == {}

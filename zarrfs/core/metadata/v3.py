@@ -59,10 +59,13 @@ _ARRAY_KNOWN = frozenset(
 _GROUP_KNOWN = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})
 
 
-#: parsed documents kept by their bytes (``parse_v3``): how many, and the largest kept
+#: parsed documents kept by their bytes (``parse_v3``): how many, the largest kept, and the
+#: bytes all kept documents may hold together (their parsed objects take a few times that)
 PARSED_KEPT = 1024
 PARSED_MAX_BYTES = 64 << 10
+PARSED_TOTAL_BYTES = 4 << 20
 _parsed: dict[bytes, ArrayMetadata | GroupMetadata] = {}
+_parsed_bytes = 0
 _parsed_lock = threading.Lock()
 
 
@@ -72,8 +75,10 @@ def parse_v3(raw: bytes | bytearray | memoryview) -> ArrayMetadata | GroupMetada
     Equal documents give the same object: the metadata model is immutable, and a hierarchy
     often holds many arrays with one document (the levels of an image repeated per well and
     field, tiles, labels), whose parsing and validation would otherwise be repeated for each.
-    The last ``PARSED_KEPT`` documents of at most ``PARSED_MAX_BYTES`` are kept; a document
-    that fails is never kept (each read reports its error)."""
+    The last ``PARSED_KEPT`` documents of at most ``PARSED_MAX_BYTES`` each and
+    ``PARSED_TOTAL_BYTES`` together are kept; a document that fails is never kept (each read
+    reports its error)."""
+    global _parsed_bytes
     data = bytes(raw)
     hit = _parsed.get(data)  # one dict lookup is atomic: no lock on the hit path
     if hit is not None:
@@ -81,9 +86,13 @@ def parse_v3(raw: bytes | bytearray | memoryview) -> ArrayMetadata | GroupMetada
     node = _node(load_json_object(data, "zarr.json"), data)
     if len(data) <= PARSED_MAX_BYTES:
         with _parsed_lock:
-            _parsed[data] = node
-            while len(_parsed) > PARSED_KEPT:  # the oldest first
-                del _parsed[next(iter(_parsed))]
+            if data not in _parsed:
+                _parsed[data] = node
+                _parsed_bytes += len(data)
+            while len(_parsed) > PARSED_KEPT or _parsed_bytes > PARSED_TOTAL_BYTES:
+                oldest = next(iter(_parsed))  # the oldest first
+                del _parsed[oldest]
+                _parsed_bytes -= len(oldest)
     return node
 
 
