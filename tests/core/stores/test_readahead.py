@@ -185,3 +185,23 @@ def test_stores_without_read_ahead_accept_the_hint(tree: Path) -> None:
     store = LocalStore(tree)  # not enabled: the library API and tests start no process
     store.read_ahead(["g0"])
     assert store._read_ahead is None
+
+
+def test_names_that_are_not_utf8_reach_the_helper(tmp_path: Path) -> None:
+    import io
+
+    root = tmp_path / "s"
+    odd = os.fsdecode(b"g\xff")
+    (root / odd / "a").mkdir(parents=True)
+    (root / odd / "a" / "zarr.json").write_text("{}")
+    lines = list(readahead._lines(io.BytesIO(os.fsencode(odd) + b"\n")))
+    assert lines == [odd + "\n"]
+    assert _walk(root, odd) == [f"{odd}/a/zarr.json"]
+    helper = ListingReadAhead(str(root))
+    try:
+        helper.send([odd, "other"])
+        proc = helper._proc
+        assert proc is not None
+    finally:
+        helper.close()
+    assert proc.returncode == 0  # read both lines and ended at the end of its input

@@ -35,7 +35,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -133,11 +134,17 @@ def _below(fd: int, at: str, depth: int, budget: list[int], touched: list[str] |
             os.close(child)
 
 
+def _lines(stream: Any) -> Iterator[str]:
+    """Prefixes as the daemon wrote them: names that are not UTF-8 arrive as their bytes."""
+    for raw in stream:
+        yield raw.decode("utf-8", "surrogateescape")
+
+
 def serve(root: str, lines: Sequence[str] | None = None) -> None:
     """The helper: walk every prefix read from standard input (or ``lines``) until it ends."""
     root_fd = os.open(root, _DIR_FLAGS)
     walked: dict[str, float] = {}
-    source = lines if lines is not None else sys.stdin
+    source = lines if lines is not None else _lines(sys.stdin.buffer)
     for line in source:
         prefix = line.rstrip("\n").strip("/")
         now = time.monotonic()
