@@ -87,8 +87,33 @@ def test_a_prefix_walked_recently_is_not_walked_again(
 ) -> None:
     walked: list[str] = []
     monkeypatch.setattr(readahead, "walk", lambda fd, prefix: walked.append(prefix))
-    serve(str(tree), ["g0\n", "g0/a1\n", "g1/a0\n", "g0\n", "g1\n", "g1/a0/c\n"])
+    now = f"{time.monotonic():.3f} "
+    prefixes = ["g0", "g0/a1", "g1/a0", "g0", "g1", "g1/a0/c"]
+    serve(str(tree), [now + p + "\n" for p in prefixes])
     assert walked == ["g0", "g1/a0", "g1"]  # g0/a1 and g0 again: below a fresh walk
+
+
+def test_a_stale_prefix_is_skipped(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    walked: list[str] = []
+    monkeypatch.setattr(readahead, "walk", lambda fd, prefix: walked.append(prefix))
+    old = f"{time.monotonic() - readahead.STALE_SECONDS - 1:.3f} "
+    now = f"{time.monotonic():.3f} "
+    serve(str(tree), [old + "g0\n", now + "g1\n", "garbage\n", "x g0\n"])
+    assert walked == ["g1"]
+
+
+def test_a_listing_sends_a_bounded_number_of_prefixes(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(readahead, "PREFIXES_PER_LISTING", 3)
+    written: list[bytes] = []
+    helper = ListingReadAhead(str(tree))
+    monkeypatch.setattr(helper, "_pipe", lambda: 99)
+    monkeypatch.setattr(readahead.os, "write", lambda fd, data: written.append(data) or len(data))
+    helper.send([f"g{i}" for i in range(10)])
+    lines = b"".join(written).decode().splitlines()
+    assert [line.split(" ", 1)[1] for line in lines] == ["g0", "g1", "g2"]
+    assert all(abs(float(line.split(" ")[0]) - time.monotonic()) < 5 for line in lines)
 
 
 def _alive(pid: int) -> bool:
@@ -194,8 +219,8 @@ def test_names_that_are_not_utf8_reach_the_helper(tmp_path: Path) -> None:
     odd = os.fsdecode(b"g\xff")
     (root / odd / "a").mkdir(parents=True)
     (root / odd / "a" / "zarr.json").write_text("{}")
-    lines = list(readahead._lines(io.BytesIO(os.fsencode(odd) + b"\n")))
-    assert lines == [odd + "\n"]
+    lines = list(readahead._lines(io.BytesIO(b"1.0 " + os.fsencode(odd) + b"\n")))
+    assert lines == ["1.0 " + odd + "\n"]
     assert _walk(root, odd) == [f"{odd}/a/zarr.json"]
     helper = ListingReadAhead(str(root))
     try:

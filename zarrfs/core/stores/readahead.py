@@ -16,6 +16,9 @@ Invariants:
 - best effort: nothing the daemon serves depends on the helper. A request the pipe cannot take
   at once is dropped (the daemon never waits for the helper); a helper that cannot start or
   died is not started again (logged once).
+- Bounded: at most ``PREFIXES_PER_LISTING`` prefixes per listing, each walked at most
+  ``STALE_SECONDS`` after it was sent (what a plain ``ls`` of a large store starts ends by
+  then; a walk keeps sending fresh prefixes).
 - The helper only reads. It never follows a symbolic link (``O_NOFOLLOW``, ``d_type``), never
   leaves the store root (a prefix is walked one real directory at a time from the root, and
   ``.``, ``..`` and empty components are refused), and skips a prefix walked in the last
@@ -50,6 +53,11 @@ DEPTH = 3
 MAX_ENTRIES = 20_000
 #: a prefix walked this recently (itself or an ancestor) is not walked again
 FRESH_SECONDS = 60.0
+#: a prefix sent longer ago than this is skipped: a listing (``ls`` of a large store) starts
+#: at most this much reading ahead, a walk keeps sending fresh prefixes
+STALE_SECONDS = 20.0
+#: prefixes sent per listing (the first ones: a walk visits them first)
+PREFIXES_PER_LISTING = 1000
 #: prefixes sent in one write: whole lines, at most the pipe's atomic write size
 _PIPE_ATOMIC = 4096
 
@@ -141,13 +149,21 @@ def _lines(stream: Any) -> Iterator[str]:
 
 
 def serve(root: str, lines: Sequence[str] | None = None) -> None:
-    """The helper: walk every prefix read from standard input (or ``lines``) until it ends."""
+    """The helper: walk every prefix read from standard input (or ``lines``) until it ends.
+    A line is ``<time.monotonic() when sent> <prefix>``; one older than ``STALE_SECONDS`` is
+    skipped."""
     root_fd = os.open(root, _DIR_FLAGS)
     walked: dict[str, float] = {}
     source = lines if lines is not None else _lines(sys.stdin.buffer)
     for line in source:
-        prefix = line.rstrip("\n").strip("/")
+        sent, _, prefix = line.rstrip("\n").partition(" ")
+        prefix = prefix.strip("/")
         now = time.monotonic()
+        try:
+            if now - float(sent) > STALE_SECONDS:  # nobody walks there any more
+                continue
+        except ValueError:
+            continue
         parts = prefix.split("/")
         if any(now - walked.get("/".join(parts[:i]), -FRESH_SECONDS) < FRESH_SECONDS
                for i in range(1, len(parts) + 1)):  # fmt: skip
@@ -174,7 +190,12 @@ class ListingReadAhead:
     def send(self, prefixes: Sequence[str]) -> None:
         """Ask the helper to read ahead below ``prefixes`` (keys relative to the root).
         Never blocks: what the pipe cannot take now is dropped."""
-        lines = [p.strip("/") + "\n" for p in prefixes if p and "\n" not in p]
+        sent = f"{time.monotonic():.3f} "
+        lines = [
+            sent + p.strip("/") + "\n"
+            for p in prefixes[:PREFIXES_PER_LISTING]
+            if p and "\n" not in p
+        ]
         if not lines:
             return
         with self._lock:
