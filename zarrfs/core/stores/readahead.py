@@ -75,12 +75,12 @@ def _components(prefix: str) -> list[str] | None:
     return parts
 
 
-def walk(root_fd: int, prefix: str, touched: list[str] | None = None) -> int:
-    """Read ahead below ``prefix`` (relative to ``root_fd``); the number of entries visited.
-    ``touched`` (tests) collects the relative paths read or ``lstat``-ed."""
+def walk(root_fd: int, prefix: str, touched: list[str] | None = None) -> None:
+    """Read ahead below ``prefix`` (relative to ``root_fd``). ``touched`` (tests) collects the
+    relative paths read or ``lstat``-ed."""
     parts = _components(prefix)
     if parts is None:
-        return 0
+        return
     fd = root_fd
     try:
         for part in parts:
@@ -91,13 +91,11 @@ def walk(root_fd: int, prefix: str, touched: list[str] | None = None) -> int:
     except OSError:  # gone, not a directory, or a link: nothing to read ahead
         if fd != root_fd:
             os.close(fd)
-        return 0
-    budget = [MAX_ENTRIES]
+        return
     try:
-        _below(fd, "/".join(parts), DEPTH, budget, touched)
+        _below(fd, "/".join(parts), DEPTH, [MAX_ENTRIES], touched)
     finally:
         os.close(fd)
-    return MAX_ENTRIES - budget[0]
 
 
 def _below(fd: int, at: str, depth: int, budget: list[int], touched: list[str] | None) -> None:
@@ -191,29 +189,31 @@ class ListingReadAhead:
         """Ask the helper to read ahead below ``prefixes`` (keys relative to the root).
         Never blocks: what the pipe cannot take now is dropped."""
         sent = f"{time.monotonic():.3f} "
-        lines = [
-            sent + p.strip("/") + "\n"
+        encoded = (
+            (sent + p.strip("/") + "\n").encode("utf-8", "surrogateescape")
             for p in prefixes[:PREFIXES_PER_LISTING]
             if p and "\n" not in p
-        ]
+        )
+        lines = [line for line in encoded if len(line) <= _PIPE_ATOMIC]
         if not lines:
             return
+        chunks = [b""]  # whole lines of at most _PIPE_ATOMIC bytes: each written whole or not
+        for line in lines:
+            if chunks[-1] and len(chunks[-1]) + len(line) > _PIPE_ATOMIC:
+                chunks.append(b"")
+            chunks[-1] += line
         with self._lock:
             fd = self._pipe()
             if fd is None:
                 return
-            chunk = ""
-            for line in [*lines, ""]:
-                if chunk and (not line or len(chunk) + len(line) > _PIPE_ATOMIC):
-                    try:
-                        os.write(fd, chunk.encode("utf-8", "surrogateescape"))
-                    except BlockingIOError:  # the helper is behind: drop the rest
-                        return
-                    except OSError as exc:
-                        self._give_up(f"the listing read-ahead helper stopped: {exc}")
-                        return
-                    chunk = ""
-                chunk += line
+            for chunk in chunks:
+                try:
+                    os.write(fd, chunk)
+                except BlockingIOError:  # the helper is behind: drop the rest
+                    return
+                except OSError as exc:
+                    self._give_up(f"the listing read-ahead helper stopped: {exc}")
+                    return
 
     def _pipe(self) -> int | None:
         if self._failed:
