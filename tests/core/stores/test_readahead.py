@@ -230,3 +230,18 @@ def test_names_that_are_not_utf8_reach_the_helper(tmp_path: Path) -> None:
     finally:
         helper.close()
     assert proc.returncode == 0  # read both lines and ended at the end of its input
+
+
+def test_each_write_is_whole_lines_within_the_pipes_atomic_size(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written: list[bytes] = []
+    helper = ListingReadAhead(str(tree))
+    monkeypatch.setattr(helper, "_pipe", lambda: 99)
+    monkeypatch.setattr(readahead.os, "write", lambda fd, data: written.append(data) or len(data))
+    names = [f"grüße-{i}-" + "é" * 100 for i in range(200)]  # 2 bytes per é
+    helper.send([*names, "x" * 5000])  # the last one cannot be written atomically: not sent
+    assert len(written) > 1
+    assert all(len(chunk) <= readahead._PIPE_ATOMIC and chunk.endswith(b"\n") for chunk in written)
+    sent = [line.split(" ", 1)[1] for line in b"".join(written).decode().splitlines()]
+    assert sent == names
