@@ -32,6 +32,7 @@ from zarrfs.views.info import (
     numpy_describes,
     render_json,
 )
+from zarrfs.views.legacy import HEADER_VIEWS, array_header, present_headers
 from zarrfs.views.tiff import TIFF_VIEWS, TiffView, present_tiffs
 
 if TYPE_CHECKING:
@@ -356,8 +357,6 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
 
     def view_names(self) -> list[str]:
         """The data and header views present for the current array (``info.json`` "views")."""
-        from zarrfs.views.legacy import present_headers
-
         arr = self.array()
 
         def compute() -> list[str]:
@@ -376,8 +375,6 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         return sorted(names | set(self.scratch_names()))
 
     def lookup(self, name: str) -> VNode | None:
-        from zarrfs.views.legacy import HEADER_VIEWS
-
         if name == "data.raw" and self.ctx.view_enabled(name):
             return DataFile(self.ctx, self.path, "raw")
         if name == "data.npy" and name in self.view_names():
@@ -404,8 +401,6 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
         renders them, and their sizes are then known without rendering them again. The key is
         everything ``array_header`` reads (data type, shape, dimension names, byte order), so
         arrays alike share one rendering."""
-        from zarrfs.views.legacy import array_header
-
         names = arr.metadata.dimension_names
         key = ("header", name, arr.dtype, arr.shape, names, byte_order)
         return self.ctx.memo(key, lambda: array_header(name, arr, byte_order))  # type: ignore[no-any-return]
@@ -443,5 +438,5 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
 
         return content
 
-    def refresh(self) -> None:
-        self.ctx.hierarchy.revalidate(self.path)
+    def refresh(self, read_since: float | None = None) -> None:
+        self.ctx.hierarchy.revalidate(self.path, read_since)
