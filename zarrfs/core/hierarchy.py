@@ -79,6 +79,8 @@ class Node:
     token: tuple[Any, ...]
     #: when this metadata was read or written (the metadata files' mtime)
     mtime_ns: int = field(default_factory=time.time_ns)
+    #: ``time.monotonic()`` when this metadata was read or written
+    read_at: float = field(default_factory=time.monotonic)
 
     @property
     def is_array(self) -> bool:
@@ -146,12 +148,15 @@ class Hierarchy:
             return Node(path, implicit_group(), IMPLICIT_FORMAT, ())
         raise NodeNotFound(f"no Zarr node at {path or '/'}")
 
-    def revalidate(self, path: str) -> bool:
+    def revalidate(self, path: str, read_since: float | None = None) -> bool:
         """Close-to-open check: re-read the node's metadata if its documents changed.
-        Returns True if it changed (cached chunks of the array are then dropped)."""
+        Returns True if it changed (cached chunks of the array are then dropped). A node read
+        at or after ``read_since`` is not checked: it was read during the caller's request."""
         with self._lock:
             node = self._nodes.get(path)
         if node is None or not node.token:
+            return False
+        if read_since is not None and node.read_at >= read_since:
             return False
         if self._token(path, node.format, node.metadata) == node.token:
             return False

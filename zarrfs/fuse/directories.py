@@ -116,6 +116,9 @@ class DirListing:
     #: ``_generation`` when the names were read (kernel listing cache: a listing read while
     #: something changed is dropped from the kernel's cache at its end)
     generation: int = 0
+    #: ``time.monotonic()`` before the names were read (None: prepared ahead): what listing
+    #: them read is as current as the listing and is not revalidated when it is prepared
+    listed_at: float | None = None
 
 
 def _invalidate_listings(inodes: list[int]) -> None:
@@ -179,8 +182,9 @@ class DirectoryHandlers:
             pre = ahead[1]  # listed with its parent: answered without a worker thread
             # (kept only while nothing changed since it was read: ``_mutation`` drops it)
             return DirListing(path, node, pre.names, pre.prepared, 0, len(pre.names), generation)
+        listed_at = time.monotonic()
         names = await self.offload(nodecalls.list_dir, node)
-        return DirListing(path, node, names, generation=generation)
+        return DirListing(path, node, names, generation=generation, listed_at=listed_at)
 
     @translate
     async def opendir(self, inode: int, ctx: Any) -> int:
@@ -227,7 +231,12 @@ class DirectoryHandlers:
                 stop = min(index + READDIR_BATCH, len(listing.names))
                 generation = self._generation
                 listing.prepared, ahead = await self.offload(
-                    nodecalls.prepare_listing, listing.node, listing.names, index, stop
+                    nodecalls.prepare_listing,
+                    listing.node,
+                    listing.names,
+                    index,
+                    stop,
+                    listing.listed_at,
                 )
                 listing.prepared_from, listing.prepared_to = index, stop
                 if generation == self._generation:

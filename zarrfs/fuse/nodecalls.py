@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,10 +39,11 @@ def lookup_child(parent: VDir, name: str) -> tuple[VNode, Stat]:
     return node, node.stat()
 
 
-def list_dir(node: VDir) -> Sequence[str]:
+def list_dir(node: VDir, read_since: float | None = None) -> Sequence[str]:
     """The listing snapshot; a lazy sequence (``chunks/`` of a huge grid) is kept lazy, never
-    turned into a list, so listing costs memory independent of the number of entries."""
-    node.refresh()
+    turned into a list, so listing costs memory independent of the number of entries.
+    ``read_since``: see ``VDir.refresh``."""
+    node.refresh(read_since)
     names = node.names()
     if isinstance(names, Sequence) and not isinstance(names, list | str):
         return names
@@ -117,7 +119,7 @@ class Prelisted:
 
 
 def prepare_listing(
-    node: VDir, names: Sequence[str], start: int, stop: int
+    node: VDir, names: Sequence[str], start: int, stop: int, listed_at: float | None = None
 ) -> tuple[list[tuple[int, str, VNode, Stat]], list[Prelisted]]:
     """``prepare_children``, plus the listings of the prepared child directories whose content
     comes from metadata already read (an array's views and its ``chunks/``).
@@ -125,18 +127,28 @@ def prepare_listing(
     A reader walking a tree (``find``, ``ls -lR``, ``du``) opens every directory it is shown;
     each of those directories would otherwise cost two worker-thread round trips (open, read),
     more than listing it takes. Listing them here lets ``opendir``/``readdir`` answer them in
-    the event loop."""
+    the event loop.
+
+    ``listed_at`` is when the listing of ``node`` that gave ``names`` started: the metadata of
+    a child read since then (by that listing or by this call) is not revalidated again before
+    its own listing is prepared (close-to-open as of that listing, not a second check a few
+    milliseconds later); a child read earlier is."""
+    since = time.monotonic() if listed_at is None else listed_at
     prepared = prepare_children(node, names, start, stop)
-    return prepared, _prelist(prepared, PRELIST_DEPTH)
+    return prepared, _prelist(prepared, PRELIST_DEPTH, since)
 
 
-def _prelist(prepared: list[tuple[int, str, VNode, Stat]], depth: int) -> list[Prelisted]:
+def _prelist(
+    prepared: list[tuple[int, str, VNode, Stat]], depth: int, since: float
+) -> list[Prelisted]:
+    """Listings of the prepared child directories; a child whose metadata was read at or
+    after ``since`` (by this request's ``prepare_children``) is not revalidated again."""
     out: list[Prelisted] = []
     for _, name, child, _ in prepared:
         if not (isinstance(child, VDir) and child.lists_from_metadata):
             continue
         try:
-            names = list_dir(child)
+            names = list_dir(child, since)
             if len(names) > PRELIST_MAX_ENTRIES:
                 continue
             below = prepare_children(child, names, 0, len(names))
@@ -145,7 +157,7 @@ def _prelist(prepared: list[tuple[int, str, VNode, Stat]], depth: int) -> list[P
             continue
         out.append(Prelisted((name,), child, names, below))
         if depth > 1:
-            for deeper in _prelist(below, depth - 1):
+            for deeper in _prelist(below, depth - 1, since):
                 deeper.below = (name, *deeper.below)
                 out.append(deeper)
     return out

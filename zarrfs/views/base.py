@@ -149,8 +149,11 @@ class VDir(VNode):
     def rename(self, name: str, new_parent: VDir, new_name: str) -> None:
         raise ReadOnlyError("cannot rename here")
 
-    def refresh(self) -> None:
-        """Re-read the store (close-to-open revalidation on opendir/lookup)."""
+    def refresh(self, read_since: float | None = None) -> None:
+        """Re-read the store (close-to-open revalidation on opendir/lookup). Metadata read at
+        or after ``read_since`` (``time.monotonic()``) is current enough: it was read during
+        the caller's own request, so checking it again could only see a change that raced
+        that request anyway."""
 
 
 class BytesHandle(VHandle):

@@ -199,8 +199,8 @@ class GroupDir(EditableDirMixin, VDir):
             return unshown_node_dir(self.ctx, child, exc)
         return node_dir(self.ctx, node)
 
-    def refresh(self) -> None:
-        self.ctx.hierarchy.revalidate(self.path)
+    def refresh(self, read_since: float | None = None) -> None:
+        self.ctx.hierarchy.revalidate(self.path, read_since)
 
     def mkdir(self, name: str) -> VDir:
         return GroupDir(self.ctx, make_group(self.ctx, self.path, name))
@@ -315,8 +315,8 @@ class RootDir(VDir):
             return self.control
         return self._root().lookup(name)
 
-    def refresh(self) -> None:
-        self.ctx.hierarchy.revalidate("")
+    def refresh(self, read_since: float | None = None) -> None:
+        self.ctx.hierarchy.revalidate("", read_since)
 
     def mkdir(self, name: str) -> VDir:
         return self._root().mkdir(name)
