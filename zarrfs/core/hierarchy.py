@@ -45,7 +45,7 @@ from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME, implicit_group, implies_n
 from zarrfs.core.metadata.model import ArrayMetadata, GroupMetadata, check_node_name
 from zarrfs.core.metadata.v3 import array_metadata_v3
 from zarrfs.core.stores.base import Store
-from zarrfs.core.stores.wrapper import DocumentReads
+from zarrfs.core.stores.wrapper import DocumentReads, RecordingVersions
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +117,20 @@ class Hierarchy:
 
     # -------------------------------------------------------------- nodes
 
-    def _token(self, path: str, fmt: NodeFormat, metadata: Metadata) -> tuple[Any, ...]:
+    def _token(
+        self,
+        path: str,
+        fmt: NodeFormat,
+        metadata: Metadata,
+        known: dict[str, str | None] | None = None,
+    ) -> tuple[Any, ...]:
+        """The versions of the node's metadata documents: those ``known`` from the reads the
+        metadata was parsed from, the others asked of the store."""
         try:
-            return tuple(self.store.version(join(path, k)) for k in fmt.metadata_keys(metadata))
+            keys = [join(path, k) for k in fmt.metadata_keys(metadata)]
+            if known:
+                return tuple(known[k] if k in known else self.store.version(k) for k in keys)
+            return tuple(self.store.version(k) for k in keys)
         except ZarrFSError:
             return ()
 
@@ -135,9 +146,10 @@ class Hierarchy:
 
     def _read_node(self, path: str) -> Node:
         for fmt in FORMATS:
-            metadata = fmt.read(self.documents, path)
+            reads = RecordingVersions(self.documents)
+            metadata = fmt.read(reads, path)
             if metadata is not None:
-                return Node(path, metadata, fmt, self._token(path, fmt, metadata))
+                return Node(path, metadata, fmt, self._token(path, fmt, metadata, reads.versions))
         consolidated = self._consolidated.get(path)
         if consolidated is not None:
             return Node(path, consolidated, FORMATS[0], ())

@@ -100,6 +100,7 @@ class StoreContract:
             assert store.size(key) is None, key
             assert store.exists(key) is False, key
             assert store.version(key) is None, key
+            assert store.get_versioned(key) == (None, None), key
 
     def test_open_reader_reads_what_get_returns(self, store: Store) -> None:
         for key, value in REFERENCE.items():
@@ -162,6 +163,13 @@ class StoreContract:
             assert store.exists(key), key
             assert store.version(key) is not None, key
 
+    def test_get_versioned_names_the_bytes_it_returns(self, store: Store) -> None:
+        for key, value in REFERENCE.items():
+            data, version = store.get_versioned(key)
+            assert data == value, key
+            assert version is not None and version == store.version(key), key
+        assert store.get_versioned("a/c/0/0", ByteRange(1, 3))[0] == BLOB[1:4]
+
     # -- listing ----------------------------------------------------------------------------
 
     def test_list_dir(self, store: Store) -> None:
@@ -196,7 +204,7 @@ class StoreContract:
 
     @pytest.mark.parametrize("key", BAD_KEYS, ids=repr)
     def test_bad_keys_refused_for_reading(self, store: Store, key: str) -> None:
-        for call in (store.get, store.size, store.exists, store.version):
+        for call in (store.get, store.size, store.exists, store.version, store.get_versioned):
             with pytest.raises(StoreError):
                 call(key)
         with pytest.raises(StoreError):

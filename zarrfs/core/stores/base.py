@@ -167,6 +167,18 @@ class Store(ABC):
         data = self.get(key)
         return None if data is None else f"{len(data)}:{hash(data)}"
 
+    def get_versioned(
+        self, key: str, byte_range: RangeRequest = None
+    ) -> tuple[bytes | None, str | None]:
+        """``get`` and a ``version`` of the object that is never newer than the bytes
+        returned (None, None if the key is missing). A store that learns the version from the
+        read itself says so in one request; the default asks for the version first, so a
+        change racing the read leaves an older token (re-read on the next check), never a
+        token newer than the bytes (a change missed)."""
+        version = self.version(key)
+        data = self.get(key, byte_range)
+        return data, (None if data is None else version)
+
     def set(self, key: str, data: bytes | memoryview) -> None:
         """Store ``data`` under ``key``, replacing any object all-or-nothing."""
         raise ReadOnlyError(f"store {self.url or type(self).__name__} is read-only")

@@ -332,6 +332,26 @@ class LocalStore(LocalListing, Store):
         except OSError as exc:
             raise self._error(key, exc) from exc
 
+    def get_versioned(
+        self, key: str, byte_range: RangeRequest = None
+    ) -> tuple[bytes | None, str | None]:
+        """One open: the version is the ``fstat`` of the file the bytes are read from (what
+        ``version``'s ``lstat`` gives for it), so it always names those bytes."""
+        if type(self).get is not LocalStore.get:  # a subclass that changes reads: through it
+            return super().get_versioned(key, byte_range)
+        try:
+            opened = self._open_file(key)
+            if opened is None:
+                return None, None
+            fd, st = opened
+            try:
+                start, length = resolve_range(st.st_size, byte_range)
+                return pread_all(fd, length, start), _version(st)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise self._error(key, exc) from exc
+
     def open_reader(self, key: str) -> ObjectReader | None:
         try:
             opened = self._open_file(key)
@@ -354,7 +374,7 @@ class LocalStore(LocalListing, Store):
             st = self._lstat(key)
         except OSError as exc:
             raise self._error(key, exc) from exc
-        return None if st is None else f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+        return None if st is None else _version(st)
 
     # -- writeable --------------------------------------------------------------------------
 
@@ -489,3 +509,9 @@ def _prune_empty(fds: list[int], parts: list[str]) -> None:
         except OSError:
             return  # not empty (or changed meanwhile): stop here
         os.fsync(fds[i])
+
+
+def _version(st: os.stat_result) -> str:
+    """The version token of a file (``Store.version``): it changes with every replacement
+    (inode) and every write (mtime, size)."""
+    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"

@@ -51,6 +51,13 @@ class StoreWrapper(Store):
     def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
         return self.inner.get(key, byte_range)
 
+    def get_versioned(
+        self, key: str, byte_range: RangeRequest = None
+    ) -> tuple[bytes | None, str | None]:
+        if type(self).get is not StoreWrapper.get:  # a wrapper that changes reads: through it
+            return super().get_versioned(key, byte_range)
+        return self.inner.get_versioned(key, byte_range)
+
     def get_many(self, requests: Sequence[tuple[str, RangeRequest]]) -> list[bytes | None]:
         return self.inner.get_many(requests)
 
@@ -107,6 +114,14 @@ class CountingReads(StoreWrapper):
             self._count(len(data))
         return data
 
+    def get_versioned(
+        self, key: str, byte_range: RangeRequest = None
+    ) -> tuple[bytes | None, str | None]:
+        data, version = self.inner.get_versioned(key, byte_range)
+        if data is not None:
+            self._count(len(data))
+        return data, version
+
     def get_many(self, requests: Sequence[tuple[str, RangeRequest]]) -> list[bytes | None]:
         out = self.inner.get_many(requests)
         self._count(sum(len(d) for d in out if d is not None))
@@ -134,6 +149,22 @@ class _CountingReader(ObjectReader):
         self.inner.close()
 
 
+class RecordingVersions(StoreWrapper):
+    """Whole-object reads through ``get_versioned``; ``versions`` keeps the version of each
+    key read (for the reads of one node: the token then names the bytes that were parsed)."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.versions: dict[str, str | None] = {}
+
+    def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
+        if byte_range is not None:
+            return self.inner.get(key, byte_range)
+        data, version = self.inner.get_versioned(key)
+        self.versions[key] = version
+        return data
+
+
 class DocumentReads(StoreWrapper):
     """A whole-object ``get`` reads at most ``limit`` + 1 bytes and refuses a longer object."""
 
@@ -142,9 +173,14 @@ class DocumentReads(StoreWrapper):
         self.limit = limit
 
     def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
+        return self.get_versioned(key, byte_range)[0]
+
+    def get_versioned(
+        self, key: str, byte_range: RangeRequest = None
+    ) -> tuple[bytes | None, str | None]:
         if byte_range is not None:
-            return self.inner.get(key, byte_range)
-        data = self.inner.get(key, ByteRange(0, self.limit + 1))
+            return self.inner.get_versioned(key, byte_range)
+        data, version = self.inner.get_versioned(key, ByteRange(0, self.limit + 1))
         if data is not None and len(data) > self.limit:
             raise MetadataError(f"{key}: metadata document larger than {self.limit} bytes")
-        return data
+        return data, version
