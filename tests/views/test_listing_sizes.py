@@ -166,3 +166,27 @@ def test_info_json_of_arrays_sharing_a_document(tmp_path: Any) -> None:
             assert f.stat().size == len(_read_all(f)), name
     finally:
         tree.close()
+
+
+def test_attributes_json_of_arrays_sharing_a_document_and_after_a_change(
+    tmp_path: Any,
+) -> None:
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    for name in ("a", "b", "c"):
+        root.create_array(name, shape=(4,), chunks=(4,), dtype="<f4").attrs["unit"] = "mm"
+    tree = open_tree(str(tmp_path / "s.zarr"))
+    try:
+        docs = [tree.lookup(n).array().metadata for n in ("a", "b")]
+        assert docs[0] is docs[1]  # one parsed document: one measurement for both
+        for name in ("a", "b", "c"):
+            f = tree.lookup(name).lookup("attributes.json")
+            assert f.stat().size == len(_read_all(f)), name
+        zarr.open_array(str(tmp_path / "s.zarr" / "c"), mode="r+").attrs["unit"] = "micron"
+        tree.lookup("c").refresh()  # another client changed c: its own document now
+        for name in ("a", "c"):
+            f = tree.lookup(name).lookup("attributes.json")
+            content = _read_all(f)
+            assert f.stat().size == len(content), name
+            assert (b"micron" in content) is (name == "c")
+    finally:
+        tree.close()

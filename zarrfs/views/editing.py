@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zarrfs.core.errors import (
     InvalidWriteError,
@@ -171,12 +171,20 @@ class MetadataFile(VFile):
         return node.metadata.to_bytes() if raw is None else raw
 
     def size(self) -> int:
-        """``len(self.content())``; ``attributes.json`` is measured without rendering it."""
+        """``len(self.content())``; ``attributes.json`` is measured without rendering it, once
+        per metadata object (equal documents parse to one object, so arrays alike share the
+        measurement; the memo holds the object, so its ``id`` is not reused meanwhile)."""
         if self.name != "attributes.json":
             return len(self.content())
-        node = self.ctx.hierarchy.node(self.path)
-        key = ("meta size", self.path, self.name, id(node), node.mtime_ns)
-        return self.ctx.memo(key, lambda: json_size(dict(node.metadata.attributes)))  # type: ignore[no-any-return]
+        meta = self.ctx.hierarchy.node(self.path).metadata
+
+        def measure() -> tuple[Any, int]:
+            return meta, json_size(dict(meta.attributes))
+
+        held = self.ctx.memo(("attributes.json size", id(meta)), measure)
+        if held[0] is not meta:  # an id reused by another object once the first was gone
+            held = measure()
+        return held[1]  # type: ignore[no-any-return]
 
     def stat(self) -> Stat:
         mtime = self.ctx.hierarchy.node(self.path).mtime_ns
