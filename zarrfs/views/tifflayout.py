@@ -19,10 +19,15 @@ planes costs one template, not 100,000 directories.
 Invariants:
 - The stand-in's second IFD is recomputed from the template and compared with tifffile's bytes,
   so a template that tifffile would not write raises rather than serving a wrong file.
-- A stand-in depends only on (data type, Y, X, one or more pages, description length,
-  resolution, BigTIFF, byte order), so it is rendered once for all arrays that share them; the
-  description text is then written over the placeholder of the same length (the description
-  tag's count and every offset stay what tifffile wrote).
+- A stand-in depends only on (data type, one or more pages, description length, resolution,
+  BigTIFF, byte order), so it is rendered once for all arrays that share them; the plane
+  geometry is then set in the four fields that hold it (ImageWidth, ImageLength, RowsPerStrip,
+  StripByteCounts: one inline value each, of a type that does not depend on the value, since
+  every page is one strip), and the description text is written over the placeholder of the
+  same length (the description tag's count and every offset stay what tifffile wrote). A
+  geometry outside those fields' range, or a stand-in whose fields are not laid out that way,
+  is rendered by tifffile for that geometry instead (``tests/views/test_tifflayout.py`` checks
+  the set fields against tifffile's own rendering).
 """
 
 from __future__ import annotations
@@ -47,6 +52,12 @@ _ALIGN = mmap.ALLOCATIONGRANULARITY
 
 #: most bytes the stand-in file may hold (header, two IFDs and their descriptions)
 _STANDIN_LIMIT = 64 << 20
+#: the plane (Y, X) a stand-in is rendered for before its geometry fields are set
+_CANONICAL_PLANE = (16, 16)
+#: the tags that hold the plane geometry: ImageWidth, ImageLength, RowsPerStrip, StripByteCounts
+_WIDTH, _LENGTH, _ROWS, _BYTECOUNTS = 256, 257, 278, 279
+#: struct formats of the TIFF types these tags may have (LONG, LONG8)
+_TYPE_FORMATS = {4: "I", 16: "Q"}
 
 
 @dataclass(frozen=True)
@@ -157,10 +168,62 @@ class _Skeleton:
     self_ptrs: tuple[tuple[int, int], ...]
     strip_ptrs: tuple[tuple[int, int], ...]
     next_ptr: int
+    #: (position, tag code, struct format) of the geometry fields in ``head`` and in
+    #: ``template``; empty when they are not laid out as ``_skeleton`` can set them
+    geometry: tuple[tuple[tuple[int, int, str], ...], ...] = ()
+
+
+def _geometry_fields(tags: list[Any], base: int) -> tuple[tuple[int, int, str], ...] | None:
+    """Where the four geometry tags keep their value (relative to ``base``), or None when one
+    is missing, holds more than one value or has a type other than LONG/LONG8."""
+    found = []
+    for tag in tags:
+        if tag.code in (_WIDTH, _LENGTH, _ROWS, _BYTECOUNTS):
+            if tag.count != 1 or tag.dtype not in _TYPE_FORMATS:
+                return None
+            found.append((tag.valueoffset - base, tag.code, _TYPE_FORMATS[tag.dtype]))
+    return tuple(sorted(found)) if len(found) == 4 else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _skeleton(
+    dtype: np.dtype[Any],
+    y: int,
+    x: int,
+    multi: bool,
+    desc_len: int,
+    resolution: tuple[float, float] | None,
+    big: bool,
+    byteorder: str,
+) -> _Skeleton:
+    """The first IFD and the IFD template tifffile writes for this geometry: the stand-in of
+    ``_CANONICAL_PLANE`` with the same other arguments (rendered once for every plane size)
+    with this plane's geometry set, or, where that cannot be done (a value beyond its field,
+    fields not laid out as expected, a stand-in of 2 GiB or more, 4 EiB for BigTIFF),
+    tifffile's rendering of this very geometry."""
+    cy, cx = _CANONICAL_PLANE
+    sk = _rendered(dtype, cy, cx, multi, desc_len, resolution, big, byteorder)
+    values = {_WIDTH: x, _LENGTH: y, _ROWS: y, _BYTECOUNTS: y * x * dtype.itemsize}
+    # a stand-in whose offsets near the format's limit is left to tifffile, which decides
+    # whether it fits
+    standin_data = (2 if multi else 1) * values[_BYTECOUNTS]
+    fits = y >= 1 and x >= 1 and bool(sk.geometry) and standin_data < 1 << (62 if big else 31)
+    for fields in sk.geometry:
+        fits = fits and all(values[c] < 1 << (8 * struct.calcsize(k)) for _, c, k in fields)
+    if not fits:
+        return _rendered(dtype, y, x, multi, desc_len, resolution, big, byteorder)
+    head, template = bytearray(sk.head), bytearray(sk.template)
+    for buf, fields in zip((head, template), sk.geometry, strict=False):
+        for at, code, kind in fields:
+            struct.pack_into(byteorder + kind, buf, at, values[code])
+    return _Skeleton(
+        bytes(head), sk.desc_at, sk.next0, sk.fmt, bytes(template), sk.self_ptrs,
+        sk.strip_ptrs, sk.next_ptr,
+    )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=256)
-def _skeleton(
+def _rendered(
     dtype: np.dtype[Any],
     y: int,
     x: int,
@@ -181,8 +244,11 @@ def _skeleton(
         head = sink.getrange(0, data_offset)
         next0, tags0 = _entry_fields(tif, p0)
         (desc_at,) = [tag.valueoffset for tag in tags0 if tag.code == 270]
+        head_fields = _geometry_fields(tags0, 0)
+        geometry: tuple[tuple[tuple[int, int, str], ...], ...]
         if not multi:
-            return _Skeleton(head, desc_at, next0, t.offsetformat, b"", (), (), 0)
+            geometry = () if head_fields is None else (head_fields,)
+            return _Skeleton(head, desc_at, next0, t.offsetformat, b"", (), (), 0, geometry)
         p1 = tif.pages[1]
         nxt, tags1 = _entry_fields(tif, p1)
         stride = sink.size - p1.offset
@@ -196,9 +262,16 @@ def _skeleton(
                     raise ValueError("unexpected StripOffsets layout")
                 strip_ptrs.append((tag.valueoffset - p1.offset, 0))
         template = sink.getrange(p1.offset, p1.offset + stride)
+        template_fields = _geometry_fields(tags1, p1.offset)
+        geometry = (
+            (head_fields, template_fields)
+            if head_fields is not None and template_fields is not None
+            else ()
+        )
         sk = _Skeleton(
             head, desc_at, next0, t.offsetformat, template, tuple(self_ptrs),
             tuple(strip_ptrs), nxt - p1.offset,
+            geometry,
         )  # fmt: skip
         plane = y * x * dtype.itemsize
         check = TiffLayout(
