@@ -154,3 +154,20 @@ def record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
         return synced
 
     return start
+
+
+@pytest.fixture
+def version_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys a ``LocalStore`` is asked the ``version`` of (a close-to-open check's
+    ``lstat``), from the start of the test."""
+    from zarrfs.core.stores.local import LocalStore
+
+    asked: list[str] = []
+    real = LocalStore.version
+
+    def counting(self: LocalStore, key: str) -> str | None:
+        asked.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(LocalStore, "version", counting)
+    return asked

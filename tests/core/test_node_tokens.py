@@ -59,19 +59,13 @@ def test_a_document_replaced_right_after_it_was_read_is_seen_by_the_next_check(
 
 
 def test_reading_a_node_asks_the_store_for_no_separate_version(
-    store: Path, monkeypatch: pytest.MonkeyPatch
+    store: Path, version_calls: list[str]
 ) -> None:
-    asked: list[str] = []
-    real = LocalStore.version
-
-    def counting(self: LocalStore, key: str) -> str | None:
-        asked.append(key)
-        return real(self, key)
-
-    monkeypatch.setattr(LocalStore, "version", counting)
     s = LocalStore(str(store))
     h = Hierarchy(s)
     node = h.node("x")
-    assert asked == []  # the version came with the read
-    assert node.token == (real(s, "x/zarr.json"),)
-    assert h.revalidate("x") is False and asked == ["x/zarr.json"]  # a check asks, once
+    assert version_calls == []  # the version came with the read
+    version = s.version("x/zarr.json")
+    assert node.token == (version,)
+    version_calls.clear()
+    assert h.revalidate("x") is False and version_calls == ["x/zarr.json"]  # a check asks, once

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import zarr
 
-from zarrfs.core.stores.local import LocalStore
 from zarrfs.fuse import nodecalls
 from zarrfs.views.tree import open_tree
 
@@ -30,20 +29,6 @@ def store(tmp_path: Path) -> Path:
     for name in ARRAYS:
         group.create_array(name, shape=(4,), chunks=(4,), dtype="<f4")[...] = 1
     return tmp_path / "s.zarr"
-
-
-@pytest.fixture
-def version_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The keys whose version the store is asked for (the revalidation's ``lstat``)."""
-    calls: list[str] = []
-    real = LocalStore.version
-
-    def counting(self: LocalStore, key: str) -> str | None:
-        calls.append(key)
-        return real(self, key)
-
-    monkeypatch.setattr(LocalStore, "version", counting)
-    return calls
 
 
 def _walk(root: Any) -> dict[str, nodecalls.Prelisted]:

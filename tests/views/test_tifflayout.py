@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zarrfs.views import tifflayout
-from zarrfs.views.tifflayout import _rendered, _skeleton
+from zarrfs.views.tifflayout import _Kind, _rendered, _skeleton
 
 _DTYPES = ("u1", "i1", "u2", "i2", "u4", "i4", "f4", "u8", "i8", "f8")
 _SIDES = st.one_of(
@@ -41,29 +41,23 @@ def _outcome(fn: Any, *args: Any) -> Any:
     return dataclasses.replace(sk, head=bytes(head), template=bytes(template), geometry=())
 
 
-@settings(max_examples=150, deadline=None)
-@given(
-    kind=st.sampled_from(_DTYPES),
-    y=_SIDES,
-    x=_SIDES,
-    multi=st.booleans(),
-    desc_len=st.integers(0, 600),
-    resolution=st.sampled_from([None, (1.5, 2.0), (300.0, 300.0)]),
-    big=st.booleans(),
-    byteorder=st.sampled_from(["<", ">"]),
+_KINDS = st.builds(
+    lambda code, multi, desc_len, resolution, big, order: _Kind(
+        np.dtype(code).newbyteorder(order), multi, desc_len, resolution, big, order
+    ),
+    st.sampled_from(_DTYPES),
+    st.booleans(),
+    st.integers(0, 600),
+    st.sampled_from([None, (1.5, 2.0), (300.0, 300.0)]),
+    st.booleans(),
+    st.sampled_from(["<", ">"]),
 )
-def test_a_set_geometry_equals_tifffile_rendering_it(
-    kind: str,
-    y: int,
-    x: int,
-    multi: bool,
-    desc_len: int,
-    resolution: tuple[float, float] | None,
-    big: bool,
-    byteorder: str,
-) -> None:
-    dtype = np.dtype(kind).newbyteorder(byteorder)
-    args = (dtype, y, x, multi, desc_len, resolution, big, byteorder)
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind=_KINDS, y=_SIDES, x=_SIDES)
+def test_a_set_geometry_equals_tifffile_rendering_it(kind: _Kind, y: int, x: int) -> None:
+    args = (kind, y, x)
     _skeleton.cache_clear()
     _rendered.cache_clear()  # the direct rendering must not come from the stand-in's entry
     direct = _outcome(_rendered.__wrapped__, *args)
@@ -76,12 +70,12 @@ def test_distinct_planes_share_one_rendering(monkeypatch: pytest.MonkeyPatch) ->
     calls: list[tuple[int, int]] = []
     real = tifflayout._standin
 
-    def counting(dtype: Any, y: int, x: int, *rest: Any) -> Any:
+    def counting(kind: _Kind, y: int, x: int) -> Any:
         calls.append((y, x))
-        return real(dtype, y, x, *rest)
+        return real(kind, y, x)
 
     monkeypatch.setattr(tifflayout, "_standin", counting)
-    dtype = np.dtype("<f4")
+    kind = _Kind(np.dtype("<f4"), True, 100, None, False, "<")
     for y, x in ((10, 20), (11, 20), (512, 480), (3, 70000)):
-        _skeleton(dtype, y, x, True, 100, None, False, "<")
+        _skeleton(kind, y, x)
     assert calls == [tifflayout._CANONICAL_PLANE]  # one stand-in for four plane sizes

@@ -112,29 +112,35 @@ class TiffLayout:
         return bytes(out)
 
 
-def _standin(
-    dtype: np.dtype[Any],
-    y: int,
-    x: int,
-    pages: int,
-    desc_len: int,
-    resolution: tuple[float, float] | None,
-    big: bool,
-    byteorder: str,
-) -> tuple[SparseImage, tifffile.TiffFile]:
-    """tifffile's file of ``pages`` planes whose description is ``desc_len`` placeholder
-    characters, in a sparse sink, and a ``TiffFile`` reading it back."""
+@dataclass(frozen=True)
+class _Kind:
+    """What a stand-in depends on besides its plane (Y, X): data type, one or more pages,
+    description length, resolution, BigTIFF, byte order (``<``/``>``, that of ``dtype``)."""
+
+    dtype: np.dtype[Any]
+    multi: bool
+    desc_len: int
+    resolution: tuple[float, float] | None
+    big: bool
+    byteorder: str
+
+
+def _standin(kind: _Kind, y: int, x: int) -> tuple[SparseImage, tifffile.TiffFile]:
+    """tifffile's file of one page of (``y``, ``x``) (two if ``kind.multi``) whose description
+    is ``kind.desc_len`` placeholder characters, in a sparse sink, and a ``TiffFile`` reading
+    it back."""
     sink = SparseImage(_STANDIN_LIMIT)
     kw: dict[str, Any] = {}
-    if resolution is not None:
-        kw = {"resolution": resolution, "resolutionunit": 1}
-    order: Any = byteorder
+    if kind.resolution is not None:
+        kw = {"resolution": kind.resolution, "resolutionunit": 1}
+    order: Any = kind.byteorder
+    desc_len = kind.desc_len
     with tifffile.TiffWriter(
-        cast(IO[bytes], sink), bigtiff=big, byteorder=order, shaped=False
+        cast(IO[bytes], sink), bigtiff=kind.big, byteorder=order, shaped=False
     ) as tw:
         tw.write(
-            shape=(pages, y, x) if pages > 1 else (y, x),
-            dtype=dtype,
+            shape=(2, y, x) if kind.multi else (y, x),
+            dtype=kind.dtype,
             photometric="minisblack",
             contiguous=True,
             align=_ALIGN,
@@ -186,36 +192,28 @@ def _geometry_fields(tags: list[Any], base: int) -> tuple[tuple[int, int, str], 
 
 
 @functools.lru_cache(maxsize=1024)
-def _skeleton(
-    dtype: np.dtype[Any],
-    y: int,
-    x: int,
-    multi: bool,
-    desc_len: int,
-    resolution: tuple[float, float] | None,
-    big: bool,
-    byteorder: str,
-) -> _Skeleton:
+def _skeleton(kind: _Kind, y: int, x: int) -> _Skeleton:
     """The first IFD and the IFD template tifffile writes for this geometry: the stand-in of
     ``_CANONICAL_PLANE`` with the same other arguments (rendered once for every plane size)
     with this plane's geometry set, or, where that cannot be done (a value beyond its field,
     fields not laid out as expected, a stand-in of 2 GiB or more, 4 EiB for BigTIFF),
     tifffile's rendering of this very geometry."""
     cy, cx = _CANONICAL_PLANE
-    sk = _rendered(dtype, cy, cx, multi, desc_len, resolution, big, byteorder)
-    values = {_WIDTH: x, _LENGTH: y, _ROWS: y, _BYTECOUNTS: y * x * dtype.itemsize}
+    sk = _rendered(kind, cy, cx)
+    values = {_WIDTH: x, _LENGTH: y, _ROWS: y, _BYTECOUNTS: y * x * kind.dtype.itemsize}
     # a stand-in whose offsets near the format's limit is left to tifffile, which decides
     # whether it fits
-    standin_data = (2 if multi else 1) * values[_BYTECOUNTS]
-    fits = y >= 1 and x >= 1 and bool(sk.geometry) and standin_data < 1 << (62 if big else 31)
+    standin_data = (2 if kind.multi else 1) * values[_BYTECOUNTS]
+    limit = 1 << (62 if kind.big else 31)
+    fits = y >= 1 and x >= 1 and bool(sk.geometry) and standin_data < limit
     for fields in sk.geometry:
         fits = fits and all(values[c] < 1 << (8 * struct.calcsize(k)) for _, c, k in fields)
     if not fits:
-        return _rendered(dtype, y, x, multi, desc_len, resolution, big, byteorder)
+        return _rendered(kind, y, x)
     head, template = bytearray(sk.head), bytearray(sk.template)
     for buf, fields in zip((head, template), sk.geometry, strict=False):
-        for at, code, kind in fields:
-            struct.pack_into(byteorder + kind, buf, at, values[code])
+        for at, code, fmt in fields:
+            struct.pack_into(kind.byteorder + fmt, buf, at, values[code])
     return _Skeleton(
         bytes(head), sk.desc_at, sk.next0, sk.fmt, bytes(template), sk.self_ptrs,
         sk.strip_ptrs, sk.next_ptr,
@@ -223,20 +221,12 @@ def _skeleton(
 
 
 @functools.lru_cache(maxsize=256)
-def _rendered(
-    dtype: np.dtype[Any],
-    y: int,
-    x: int,
-    multi: bool,
-    desc_len: int,
-    resolution: tuple[float, float] | None,
-    big: bool,
-    byteorder: str,
-) -> _Skeleton:
+def _rendered(kind: _Kind, y: int, x: int) -> _Skeleton:
     """The first IFD and the IFD template tifffile writes for this geometry. Arrays of the
     same geometry and description length share it (a listing of many like arrays renders
     once); the description is put in place by ``render_layout``."""
-    sink, tif = _standin(dtype, y, x, 2 if multi else 1, desc_len, resolution, big, byteorder)
+    sink, tif = _standin(kind, y, x)
+    dtype, multi = kind.dtype, kind.multi
     with tif:
         t = tif.tiff
         p0 = tif.pages[0]
@@ -299,7 +289,7 @@ def render_layout(
     text = (meta.imagej_single() or "") if single else description(meta, big)
     desc = text.encode("ascii")
     multi = not single and pages > 1
-    sk = _skeleton(dtype, y, x, multi, len(desc), meta.resolution, big, byteorder)
+    sk = _skeleton(_Kind(dtype, multi, len(desc), meta.resolution, big, byteorder), y, x)
     head = bytearray(sk.head)
     head[sk.desc_at : sk.desc_at + len(desc)] = desc
     data_offset = len(head)
