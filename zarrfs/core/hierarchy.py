@@ -126,11 +126,10 @@ class Hierarchy:
     ) -> tuple[Any, ...]:
         """The versions of the node's metadata documents: those ``known`` from the reads the
         metadata was parsed from, the others asked of the store."""
+        known = known or {}
         try:
             keys = [join(path, k) for k in fmt.metadata_keys(metadata)]
-            if known:
-                return tuple(known[k] if k in known else self.store.version(k) for k in keys)
-            return tuple(self.store.version(k) for k in keys)
+            return tuple(known[k] if k in known else self.store.version(k) for k in keys)
         except ZarrFSError:
             return ()
 

@@ -417,15 +417,11 @@ class ArrayDir(EditableDirMixin, VDir, _ArrayRef):
 
     def _info_size(self, arr: ZarrArray) -> int:
         """``len`` of ``info.json`` without rendering it: what every array with this metadata
-        object (one per distinct document) shares is computed once (the memo holds the
-        object, so its ``id`` is not reused meanwhile), then the members that differ
-        (``info.VARYING``) are added."""
-        meta, order = arr.metadata, self.ctx.byte_order
-        key = ("info.json base", id(meta), order)
-        held = self.ctx.memo(key, lambda: (meta, info_base_size(self._info(arr))))
-        if held[0] is not meta:  # an id reused by another object once the first was gone
-            held = (meta, info_base_size(self._info(arr)))
-        return info_size(held[1], arr.path, arr.stored_bytes(), self.view_names())
+        object (one per distinct document) shares is computed once (``memo_of``), then the
+        members that differ (``info.VARYING``) are added."""
+        key = ("info.json base", self.ctx.byte_order)
+        base = self.ctx.memo_of(arr.metadata, key, lambda: info_base_size(self._info(arr)))
+        return info_size(base, arr.path, arr.stored_bytes(), self.view_names())
 
     def _memo_render(self, name: str, render: Any) -> Any:
         """``render(array)`` computed once per array state (stat and read agree, and

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zarrfs.core.errors import (
     InvalidWriteError,
@@ -172,19 +172,14 @@ class MetadataFile(VFile):
 
     def size(self) -> int:
         """``len(self.content())``; ``attributes.json`` is measured without rendering it, once
-        per metadata object (equal documents parse to one object, so arrays alike share the
-        measurement; the memo holds the object, so its ``id`` is not reused meanwhile)."""
+        per metadata object (``memo_of``: arrays with equal documents share one)."""
         if self.name != "attributes.json":
             return len(self.content())
         meta = self.ctx.hierarchy.node(self.path).metadata
-
-        def measure() -> tuple[Any, int]:
-            return meta, json_size(dict(meta.attributes))
-
-        held = self.ctx.memo(("attributes.json size", id(meta)), measure)
-        if held[0] is not meta:  # an id reused by another object once the first was gone
-            held = measure()
-        return held[1]  # type: ignore[no-any-return]
+        size = self.ctx.memo_of(
+            meta, "attributes.json size", lambda: json_size(dict(meta.attributes))
+        )
+        return size  # type: ignore[no-any-return]
 
     def stat(self) -> Stat:
         mtime = self.ctx.hierarchy.node(self.path).mtime_ns

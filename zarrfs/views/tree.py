@@ -107,6 +107,12 @@ class MountContext:
             self._memo[key] = hit
         return hit
 
+    def memo_of(self, obj: Any, key: Any, compute: Any) -> Any:
+        """``memo`` of ``compute()`` for the object ``obj`` itself (its identity, not its
+        value: a metadata object shared by every array parsed from equal documents). The
+        entry holds ``obj``, so while it exists no other object can have its ``id``."""
+        return self.memo((key, id(obj)), lambda: (obj, compute()))[1]
+
     @property
     def writable(self) -> bool:
         return not self.read_only and self.hierarchy.store.writable

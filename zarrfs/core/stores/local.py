@@ -319,18 +319,7 @@ class LocalStore(LocalListing, Store):
             os.close(dir_fd)
 
     def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
-        try:
-            opened = self._open_file(key)
-            if opened is None:
-                return None
-            fd, st = opened
-            try:
-                start, length = resolve_range(st.st_size, byte_range)
-                return pread_all(fd, length, start)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise self._error(key, exc) from exc
+        return self._read(key, byte_range)[0]
 
     def get_versioned(
         self, key: str, byte_range: RangeRequest = None
@@ -339,6 +328,13 @@ class LocalStore(LocalListing, Store):
         ``version``'s ``lstat`` gives for it), so it always names those bytes."""
         if type(self).get is not LocalStore.get:  # a subclass that changes reads: through it
             return super().get_versioned(key, byte_range)
+        data, st = self._read(key, byte_range)
+        return data, (None if st is None else _version(st))
+
+    def _read(
+        self, key: str, byte_range: RangeRequest
+    ) -> tuple[bytes | None, os.stat_result | None]:
+        """The bytes of ``key`` (or the range) and the ``fstat`` of the file they come from."""
         try:
             opened = self._open_file(key)
             if opened is None:
@@ -346,7 +342,7 @@ class LocalStore(LocalListing, Store):
             fd, st = opened
             try:
                 start, length = resolve_range(st.st_size, byte_range)
-                return pread_all(fd, length, start), _version(st)
+                return pread_all(fd, length, start), st
             finally:
                 os.close(fd)
         except OSError as exc:
