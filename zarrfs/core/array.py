@@ -236,7 +236,9 @@ class ZarrArray(WritePath):
         with self._lock:
             if self._stored_bytes is not None:
                 return self._stored_bytes
-        prefix = self.metadata.chunk_store_prefix(self.path)
+        # the chunk folder alone (``c/``) where the encoding has one: the array's own
+        # metadata documents are not listed, nor stat'ed
+        prefix = self.metadata.chunk_listing_prefix(self.path)
         total = 0
         try:
             for key, size in self.store.list_sizes(prefix):

@@ -47,6 +47,11 @@ class ChunkKeyEncoding:
             return self.separator.join(["c", *parts])
         return self.separator.join(parts) if parts else "0"
 
+    def directory(self, ndim: int) -> str:
+        """The folder every chunk key of an ``ndim``-d array lies in (``"c/"`` for the
+        ``default`` encoding with ``"/"``), or ``""`` when the keys share none."""
+        return "c/" if self.name == "default" and self.separator == "/" and ndim else ""
+
     def decode(self, key: str, ndim: int | None = None) -> tuple[int, ...] | None:
         """The coords encoded by ``key``, or None if it is not a chunk key of this encoding
         (or, when ``ndim`` is given, not one of that many dimensions).

@@ -91,6 +91,9 @@ class DraftChunkKeyEncoding(ChunkKeyEncoding):
     def encode(self, coords: tuple[int, ...]) -> str:
         return "c" + self.separator.join(str(int(i)) for i in coords)
 
+    def directory(self, ndim: int) -> str:
+        return ""  # the first index is part of the first component ("c0/1")
+
     def decode(self, key: str, ndim: int | None = None) -> tuple[int, ...] | None:
         if not key.startswith("c"):
             return None

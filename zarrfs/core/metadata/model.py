@@ -305,6 +305,11 @@ class ArrayMetadata(_NodeDocument):
             return self.chunk_prefix
         return f"{path}/" if path else ""
 
+    def chunk_listing_prefix(self, path: str) -> str:
+        """The narrowest store prefix holding every chunk key of this array (its chunk folder,
+        ``"a/c/"``, where the encoding has one; else ``chunk_store_prefix``)."""
+        return self.chunk_store_prefix(path) + self.chunk_key_encoding.directory(self.ndim)
+
     def chunk_store_key(self, path: str, coords: tuple[int, ...]) -> str:
         """Full store key of chunk ``coords`` of this array at node ``path``."""
         return self.chunk_store_prefix(path) + self.chunk_key_encoding.encode(coords)
