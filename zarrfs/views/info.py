@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -95,7 +96,25 @@ def info_base_size(info: dict[str, Any]) -> int:
 def info_size(base: int, path: str, stored_bytes: int | None, views: list[str]) -> int:
     """``json_size`` of ``array_info`` of an array at ``path`` whose other members give
     ``base`` (``info_base_size``)."""
-    return base + _member_size("/" + path) + _member_size(stored_bytes) + _member_size(views)
+    return base + _path_size("/" + path) + _member_size(stored_bytes) + _views_size(tuple(views))
+
+
+#: characters a JSON string holds as themselves (``ensure_ascii``): printable ASCII but the
+#: quote and the backslash
+_PLAIN = frozenset(chr(c) for c in range(0x20, 0x7F)) - {'"', "\\"}
+
+
+def _path_size(path: str) -> int:
+    """``_member_size(path)``; a path of plain characters is its length and two quotes."""
+    if _PLAIN.issuperset(path):
+        return len(path) + 2
+    return _member_size(path)
+
+
+@functools.lru_cache(maxsize=256)
+def _views_size(views: tuple[str, ...]) -> int:
+    """``_member_size(list(views))``, once per distinct list (arrays alike share one)."""
+    return _member_size(list(views))
 
 
 def _indentation(value: Any, depth: int) -> int:
