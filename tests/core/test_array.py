@@ -422,7 +422,7 @@ def test_sequential_reader_gets_the_next_chunk_layer_ahead_without_reloading(tmp
     z[...] = np.arange(8 * 64 * 64, dtype="f4").reshape(8, 64, 64)
     want = z[...].tobytes()
     store = CountingStore(tmp_path / "a")
-    engine = Engine(cache_size=9 * 16384, threads=1, prefetch_bytes=16384)
+    engine = Engine(cache_size=9 * 16384, threads=1, prefetch_bytes=16384, direct_reads=False)
     arr = open_array(store, "", engine)
 
     def settle() -> None:  # one worker thread: a job queued now runs after every prefetch

@@ -35,10 +35,10 @@ class GatedStore(LocalStore):
         self.opened.append(key)
         gate, inner = self.gate, reader.readinto
 
-        def readinto(buf, offset):
+        def readinto(buf, offset, nowait=False):
             if offset >= STREAM_PIECE:
                 assert gate.wait(30), "the test never opened the gate"
-            return inner(buf, offset)
+            return inner(buf, offset, nowait)
 
         reader.readinto = readinto
         return reader
@@ -55,7 +55,7 @@ def test_the_loaded_part_of_a_chunk_is_served_while_the_rest_is_read(tmp_path):
     z = _array(tmp_path)
     want = z[...].tobytes()
     store = GatedStore(tmp_path / "a")
-    engine = Engine(threads=2, prefetch_bytes=0)
+    engine = Engine(threads=2, prefetch_bytes=0, direct_reads=False)
     arr = open_array(store, "", engine)
     try:
         assert arr._units.streams
@@ -109,7 +109,7 @@ def test_a_chunk_file_of_the_wrong_size_is_refused_before_anything_is_served(tmp
 def test_a_chunk_file_that_shrinks_while_it_is_read_fails_the_reads_beyond(tmp_path):
     _array(tmp_path)
     store = GatedStore(tmp_path / "a")
-    engine = Engine(threads=2, prefetch_bytes=0)
+    engine = Engine(threads=2, prefetch_bytes=0, direct_reads=False)
     arr = open_array(store, "", engine)
     try:
         errors: list[BaseException] = []

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from zarrfs.core.codecs.base import ChunkSpec
+from zarrfs.core.direct import MIN_READ
 from zarrfs.core.engine import Engine
 from zarrfs.core.errors import InvalidWriteError, ReadOnlyError, ZarrFSError
 from zarrfs.core.flushing import DirtyState
@@ -79,11 +80,15 @@ class ZarrArray(WritePath):
     def _read_array(
         self, offset: int, size: int, byte_order: str, cached_only: bool
     ) -> memoryview | None:
+        # units not in memory are read from their stored files (plain-bytes chunks only;
+        # core/direct.py) for large or sequential reads; a small random read loads its unit
+        # whole into the cache, where the reads near it find it
+        direct = self.engine.direct_reads and (size >= MIN_READ or self._reads_sequentially(offset))
         data = self._read_view(
-            (0,) * len(self.shape), self.shape, offset, size, byte_order, cached_only
+            (0,) * len(self.shape), self.shape, offset, size, byte_order, cached_only, direct
         )
         if data and self.engine.prefetch_bytes:
-            self._maybe_prefetch(offset, len(data))
+            self._maybe_prefetch(offset, len(data), direct)
         return data
 
     def read_chunk(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarrfs.core.cache import LRUCache
+from zarrfs.core.direct import OpenChunks
 from zarrfs.core.stats import Stats
 
 
@@ -49,10 +50,15 @@ class Engine:
     prefetch_bytes: int = 64 << 20
     dirty_limit: int | None = None
     read_only: bool = False
+    #: large or sequential reads of plain-bytes chunks come straight from their stored files
+    #: (core/direct.py) instead of through loaded units; off, every unit is loaded
+    direct_reads: bool = True
     chunk_cache: LRUCache[Any, Any] = field(init=False)
     index_cache: LRUCache[Any, Any] = field(init=False)
     executor: ThreadPoolExecutor = field(init=False)
     stats: Stats = field(default_factory=Stats)
+    #: stored chunks kept open for direct reads (core/direct.py)
+    open_chunks: OpenChunks = field(default_factory=OpenChunks)
 
     def __post_init__(self) -> None:
         most = self.cache_size * 3 // 4
@@ -106,6 +112,7 @@ class Engine:
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.open_chunks.clear()
 
     def run_all(self, calls: Sequence[Callable[[], Any]]) -> list[Future[Any]]:
         """Run every call and return their finished futures (result or exception).

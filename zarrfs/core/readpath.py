@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from zarrfs.core.arraybase import ArrayState, Coords, Load, byte_order_char
+from zarrfs.core.direct import span_of, worth
 from zarrfs.core.errors import InvalidWriteError
 from zarrfs.core.layout import box_pieces, element_range, flat_to_boxes
 from zarrfs.core.units import MISSING
@@ -50,7 +51,12 @@ class ReadPath(ArrayState):
         size: int,
         byte_order: str,
         cached_only: bool = False,
+        direct: bool = False,
     ) -> memoryview | None:
+        """Bytes ``[offset, offset+size)`` of the C-order box ``origin + shape`` as a fresh
+        read-only buffer; with ``cached_only``, None unless every unit is clean and cached.
+        With ``direct`` (a sequential reader), units of a ``streams`` strategy that are not
+        dirty, cached or being loaded are read from their stored files (``core/direct.py``)."""
         total = prod(shape) * self.itemsize
         if offset < 0 or size < 0:
             raise InvalidWriteError("negative offset or size")
@@ -63,17 +69,23 @@ class ReadPath(ArrayState):
         boxes = self._view_boxes(origin, shape, e0, e1)
         plan = [(b, list(box_pieces(self._unit_grid, b))) for b in boxes]
         wanted = {p.coords for _, pieces in plan for p in pieces}
+        if direct and out_dtype == self._unit_spec.dtype:
+            wanted -= self._direct_units(plan, wanted)
         if cached_only:
-            cached = self._cached_units(wanted)
+            cached = self._cached_units(wanted) if wanted else {}
             if cached is None:
                 return None
             units = cached
         else:
             units = self._get_units(wanted, partial=True)
         fill = self._unit_spec.fill_value
+        direct_pieces: dict[Coords, list[tuple[tuple[slice, ...], Any]]] = {}
         for b, pieces in plan:
             view = out[b.flat_start - e0 : b.flat_start - e0 + b.size].reshape(b.shape)
             for p in pieces:
+                if p.coords not in units:
+                    direct_pieces.setdefault(p.coords, []).append((p.chunk_sel, view[p.box_sel]))
+                    continue
                 src, dirty = units[p.coords]
                 if type(src) is Load:
                     src = self._loaded_part(src, p.coords, p.chunk_sel, not cached_only)
@@ -86,6 +98,17 @@ class ReadPath(ArrayState):
                         view[p.box_sel] = src[p.chunk_sel]
                 else:
                     view[p.box_sel] = src[p.chunk_sel]
+        for u, parts in direct_pieces.items():
+            try:  # inline (cached_only): only chunks open already, bytes in the page cache
+                done = self._units.read_direct(u, parts, nowait=cached_only)
+            except BlockingIOError:
+                return None
+            if not done:  # not a plain chunk: load it (and have it refused)
+                if cached_only:
+                    return None
+                src = self._get_units([u])[u][0]
+                for sel, dst in parts:
+                    dst[...] = fill if src is MISSING else src[sel]
         if cached_only:
             self.engine.stats.add_counts(
                 self.path, {"bytes_served": size, "cache_hits": len(units)}
@@ -95,6 +118,26 @@ class ReadPath(ArrayState):
         raw = out.view(np.uint8)[skip : skip + size]
         raw.flags.writeable = False
         return memoryview(raw.data)
+
+    def _direct_units(self, plan: list[tuple[Any, list[Any]]], wanted: set[Coords]) -> set[Coords]:
+        """The units of ``wanted`` to read straight from their stored files: a plain-bytes
+        strategy, and neither dirty, cached nor being loaded, where the file spans the pieces
+        need are not much larger than the pieces (``direct.worth``)."""
+        if not self._units.streams or not self._unit_spec.shape:  # (a 0-d box is a scalar)
+            return set()
+        cache, uid = self.engine.chunk_cache, self.uid
+        with self._lock:
+            busy = self._dirty.keys() | self._inflight.keys()
+        chosen = {c for c in wanted if c not in busy and (uid, c) not in cache}
+        if not chosen:
+            return chosen
+        sels: dict[Coords, list[tuple[slice, ...]]] = {}
+        for _, pieces in plan:
+            for p in pieces:
+                if p.coords in chosen:
+                    sels.setdefault(p.coords, []).append(p.chunk_sel)
+        spec = self._unit_spec
+        return {c for c in chosen if worth(spec.shape, spec.dtype.itemsize, sels[c])}
 
     def _cached_units(self, coords: set[Coords]) -> dict[Coords, tuple[Any, bool]] | None:
         """Every unit from the chunk cache (or a streaming load of it in flight, whose loaded
@@ -303,12 +346,18 @@ class ReadPath(ArrayState):
                     wanted.append(p.coords)
         return wanted
 
-    def _maybe_prefetch(self, offset: int, size: int) -> None:
+    def _reads_sequentially(self, offset: int) -> bool:
+        """True if a read at ``offset`` continues the previous one (``_SEQUENTIAL_SLACK``)."""
+        return abs(offset - self._last_end) <= _SEQUENTIAL_SLACK
+
+    def _maybe_prefetch(self, offset: int, size: int, direct: bool = False) -> None:
         """On sequential reads, start loading the units the next bytes will need.
 
         Reads within ``_SEQUENTIAL_SLACK`` of the previous end count as sequential (the kernel
         sends read-ahead requests concurrently, slightly out of order). The plan is redone
-        every half window of bytes read; each starts at most one window of new loads.
+        every half window of bytes read; each starts at most one window of new loads. For a
+        reader served by direct reads (``direct``) the plan asks the store to bring in the
+        parts of the stored files the next window needs instead (``_advise_ahead``).
 
         How far ahead: as far as the units met ahead fit in the chunk cache beside the units
         the reader uses now (those of the last window it read). A row-major reader of a
@@ -325,7 +374,11 @@ class ReadPath(ArrayState):
         window = self.engine.prefetch_bytes
         if self._prefetch_end - end > window // 2 or end >= self.nbytes:
             return
+        advised = max(end, self._prefetch_end)
         self._prefetch_end = end + window
+        if direct and self._units.streams:
+            self._advise_ahead(advised, min(self.nbytes, end + window))
+            return
         engine = self.engine
         cache = engine.chunk_cache
         unit_bytes = self._unit_spec.nbytes
@@ -358,6 +411,31 @@ class ReadPath(ArrayState):
                 for u in us:
                     self._inflight[u] = load
             load.task = self.engine.executor.submit(self._background_load, load)
+
+    def _advise_ahead(self, start: int, stop: int) -> None:
+        """In a pool thread, ask the store to fetch the parts of the stored chunks that the
+        flat bytes ``[start, stop)`` of the array need (those not dirty or cached)."""
+        e0, e1, _ = element_range(start, max(0, stop - start), self.itemsize)
+        spec = self._unit_spec
+        spans: dict[Coords, tuple[int, int]] = {}
+        for b in flat_to_boxes(self.shape, e0, e1):
+            for p in box_pieces(self._unit_grid, b):
+                lo, hi = span_of(spec.shape, spec.dtype.itemsize, p.chunk_sel)
+                was = spans.get(p.coords)
+                spans[p.coords] = (lo, hi) if was is None else (min(lo, was[0]), max(hi, was[1]))
+        cache, uid = self.engine.chunk_cache, self.uid
+        with self._lock:
+            busy = self._dirty.keys() | self._inflight.keys()
+        todo = [(u, s) for u, s in spans.items() if u not in busy and (uid, u) not in cache]
+        if todo:
+            self.engine.executor.submit(self._advise, todo)
+
+    def _advise(self, todo: list[tuple[Coords, tuple[int, int]]]) -> None:
+        for unit, span in todo:
+            try:
+                self._units.advise(unit, [span])
+            except Exception as exc:  # a hint only: the read itself reports any failure
+                log.debug("read-ahead hint for %s failed: %s", self.path, exc)
 
     def _background_load(self, load: Load) -> None:
         """A load run by a pool thread (prefetch, streaming); its waiters see any failure."""

@@ -40,16 +40,18 @@ from zarrfs.core.codecs.base import ChunkSpec
 from zarrfs.core.codecs.bytes import BytesCodec
 from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.codecs.sharding import ShardingCodec
+from zarrfs.core.direct import advise, read_pieces
 from zarrfs.core.engine import Engine
 from zarrfs.core.errors import CorruptDataError, StoreError
 from zarrfs.core.metadata.model import ArrayMetadata
+from zarrfs.core.pages import prefault
 from zarrfs.core.sharding.access import (
     read_inner_chunks,
     read_shard_index,
     rewrite_memory,
     rewrite_shard,
 )
-from zarrfs.core.stores.base import ByteRange, Store, StoreGroup
+from zarrfs.core.stores.base import ByteRange, ObjectReader, Store, StoreGroup
 
 Coords = tuple[int, ...]
 #: ``publish(array, ready)``: the first ``ready`` bytes of the unit ``array`` are loaded
@@ -139,6 +141,21 @@ class UnitStrategy(ABC):
     def committed(self, outer: Coords) -> None:
         """The object of outer chunk ``outer`` was replaced (its group committed)."""
 
+    def read_direct(
+        self,
+        unit: Coords,
+        pieces: Sequence[tuple[tuple[slice, ...], np.ndarray[Any, Any]]],
+        nowait: bool = False,
+    ) -> bool:
+        """Copy ``unit[sel]`` into each ``dst`` of ``pieces`` straight from the stored object;
+        False when it cannot (then the unit is loaded as usual). Only a strategy that
+        ``streams`` can. With ``nowait``, ``BlockingIOError`` where that would wait (the chunk
+        is not open yet, or its bytes are not in memory)."""
+        return False
+
+    def advise(self, unit: Coords, spans: Sequence[tuple[int, int]]) -> None:
+        """Ask the store to fetch these byte ranges of the unit's object ahead of their reads."""
+
 
 class PlainUnits(UnitStrategy):
     """Units are whole chunks, encoded through the full chain."""
@@ -162,6 +179,44 @@ class PlainUnits(UnitStrategy):
         # a streaming load reads into the unit array itself
         return (1 if self.streams else 2) * self.unit_spec.nbytes * count
 
+    def read_direct(
+        self,
+        unit: Coords,
+        pieces: Sequence[tuple[tuple[slice, ...], np.ndarray[Any, Any]]],
+        nowait: bool = False,
+    ) -> bool:
+        # direct.read_pieces through the mount's open chunks: False when the stored object is
+        # not a plain chunk of the unit's size (loaded as usual, which refuses it)
+        key = self.ctx.key(unit)
+        spec = self.unit_spec
+        chunks = self.ctx.engine.open_chunks
+        entry = chunks.acquire(self.ctx.uid, key, self.ctx.epoch(), self._open, nowait)
+        try:
+            return read_pieces(
+                entry.reader, spec.shape, spec.dtype, spec.fill_value, pieces, key, nowait
+            )
+        finally:
+            chunks.release(entry)
+
+    def advise(self, unit: Coords, spans: Sequence[tuple[int, int]]) -> None:
+        # opened through the mount's open chunks, so the reads that follow find it open
+        key = self.ctx.key(unit)
+        chunks = self.ctx.engine.open_chunks
+        entry = chunks.acquire(self.ctx.uid, key, self.ctx.epoch(), self._open)
+        try:
+            if entry.reader is not None:
+                advise(entry.reader, spans)
+        finally:
+            chunks.release(entry)
+
+    def _open(self, key: str) -> ObjectReader | None:
+        try:
+            return self.ctx.io.open_reader(key)
+        except StoreError as exc:
+            if key in str(exc):
+                raise
+            raise type(exc)(f"{key}: {exc}") from exc
+
     def load(
         self, outer: Coords, units: list[Coords], publish: Publish | None = None
     ) -> dict[Coords, Any]:
@@ -174,12 +229,7 @@ class PlainUnits(UnitStrategy):
     def _stream(self, key: str, publish: Publish) -> Any:
         """The chunk read straight into a new unit array, published as it fills."""
         spec = self.unit_spec
-        try:
-            reader = self.ctx.io.open_reader(key)
-        except StoreError as exc:
-            if key in str(exc):
-                raise
-            raise type(exc)(f"{key}: {exc}") from exc
+        reader = self._open(key)
         if reader is None:
             return MISSING
         with reader:
@@ -189,6 +239,7 @@ class PlainUnits(UnitStrategy):
             flat = arr.reshape(-1).view(np.uint8).data
             for start in range(0, spec.nbytes, STREAM_PIECE):
                 piece = flat[start : start + STREAM_PIECE]
+                prefault(piece)  # fresh memory: faulted in with one call, not page by page
                 if reader.readinto(piece, start) != len(piece):
                     raise CorruptDataError(
                         f"chunk file shrank to {start} bytes while it was read", key=key

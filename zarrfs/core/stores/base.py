@@ -110,11 +110,16 @@ class ObjectReader:
         #: the object's size in bytes when it was opened
         self.size = len(data)
 
-    def readinto(self, buf: memoryview, offset: int) -> int:
-        """Fill ``buf`` with the bytes at ``offset``; fewer only at the end of the object."""
+    def readinto(self, buf: memoryview, offset: int, nowait: bool = False) -> int:
+        """Fill ``buf`` with the bytes at ``offset``; fewer only at the end of the object.
+        With ``nowait``, raise ``BlockingIOError`` instead of waiting for the bytes (a file
+        not in the page cache); this one holds them."""
         part = memoryview(self._data)[offset : offset + len(buf)]
         buf[: len(part)] = part
         return len(part)
+
+    def will_need(self, offset: int, length: int) -> None:
+        """A hint that these bytes will be read soon (a store may start fetching them)."""
 
     def close(self) -> None:
         self._data = b""

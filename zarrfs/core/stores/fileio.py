@@ -3,18 +3,19 @@
 
 Invariants: ``pread_all`` returns fewer bytes than asked only at the end of the file;
 ``FileReader.readinto`` fills the buffer from ``offset`` until it is full or the file ends and
-returns how much it read, raising the store's error (naming the key) for any OS failure; the
+returns how much it read, raising the store's error (naming the key) for any OS failure (with
+``nowait``, ``BlockingIOError`` when any of it is not in the page cache: it never waits); the
 reader owns its descriptor and ``close`` releases it once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable
 
 from zarrfs.core.errors import StoreError
-from zarrfs.core.pages import prefault
 from zarrfs.core.stores.base import ObjectReader
 
 
@@ -47,8 +48,17 @@ class FileReader(ObjectReader):
         with contextlib.suppress(OSError, AttributeError):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
 
-    def readinto(self, buf: memoryview, offset: int) -> int:
-        prefault(buf)
+    def readinto(self, buf: memoryview, offset: int, nowait: bool = False) -> int:
+        if nowait:  # from the page cache only: all of it, or BlockingIOError
+            try:
+                n = os.preadv(self._fd, [buf], offset, os.RWF_NOWAIT)
+            except BlockingIOError:
+                raise
+            except OSError as exc:
+                raise self._error(exc) from exc
+            if n < len(buf) and offset + n < self.size:
+                raise BlockingIOError(errno.EAGAIN, "part of the range is not cached")
+            return n
         got = 0
         try:
             while got < len(buf):
@@ -59,6 +69,11 @@ class FileReader(ObjectReader):
         except OSError as exc:
             raise self._error(exc) from exc
         return got
+
+    def will_need(self, offset: int, length: int) -> None:
+        # the kernel starts reading the range into the page cache and returns
+        with contextlib.suppress(OSError, AttributeError):
+            os.posix_fadvise(self._fd, offset, length, os.POSIX_FADV_WILLNEED)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -140,10 +140,13 @@ class _CountingReader(ObjectReader):
         self.size = inner.size
         self._count = count
 
-    def readinto(self, buf: memoryview, offset: int) -> int:
-        n = self.inner.readinto(buf, offset)
+    def readinto(self, buf: memoryview, offset: int, nowait: bool = False) -> int:
+        n = self.inner.readinto(buf, offset, nowait)
         self._count(n)
         return n
+
+    def will_need(self, offset: int, length: int) -> None:
+        self.inner.will_need(offset, length)
 
     def close(self) -> None:
         self.inner.close()

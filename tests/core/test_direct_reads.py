@@ -1,0 +1,219 @@
+"""Direct reads (``core/direct.py``): large or sequential reads of plain-bytes chunks come from
+the stored files into the reader's buffer, without loading units into the cache."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import zarr
+
+from zarrfs.core.array import Engine
+from zarrfs.core.direct import OpenChunks, span_of, worth
+from zarrfs.core.errors import CorruptDataError
+from zarrfs.core.hierarchy import open_array
+from zarrfs.core.stores.base import ObjectReader
+from zarrfs.core.stores.local import LocalStore
+
+SHAPE, CHUNKS = (6, 40, 48), (4, 16, 32)  # partial edge chunks on every axis
+
+
+def _array(tmp_path, compressors=None):
+    z = zarr.create_array(str(tmp_path / "a"), shape=SHAPE, chunks=CHUNKS, dtype="<f4",
+                          compressors=compressors, fill_value=-1.5)  # fmt: skip
+    data = np.arange(np.prod(SHAPE), dtype="f4").reshape(SHAPE)
+    data[4:, 16:32, :] = -1.5  # chunk (1, 1, *) is never stored: the fill value
+    z[...] = data
+    return z, data
+
+
+class HintedStore(LocalStore):
+    """Records the chunks opened and the read-ahead hints given for them."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.opened: list[str] = []
+        self.hints: list[tuple[str, int, int]] = []
+
+    def open_reader(self, key):
+        reader = super().open_reader(key)
+        if reader is None:
+            return None
+        self.opened.append(key)
+        hints, inner = self.hints, reader.will_need
+
+        def will_need(offset, length):
+            hints.append((key, offset, length))
+            inner(offset, length)
+
+        reader.will_need = will_need
+        return reader
+
+
+def _read_all(arr, step):
+    got, off = b"", 0
+    while off < arr.nbytes:
+        got += arr.read(off, step)
+        off += step
+    return got
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_a_sequential_reader_gets_the_bytes_without_loading_units(tmp_path, direct):
+    z, data = _array(tmp_path)
+    assert not os.path.exists(tmp_path / "a" / "c" / "1" / "1" / "0")
+    engine = Engine(threads=2, prefetch_bytes=8192, direct_reads=direct)
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    try:
+        assert _read_all(arr, 1000) == data.tobytes()  # odd size: pieces split elements
+        stats = engine.stats.snapshot()["total"]
+        if direct:  # nothing decoded, nothing cached: the page cache of the files serves
+            assert stats.get("chunks_decoded", 0) == 0 and len(engine.chunk_cache) == 0
+        else:
+            assert stats["chunks_decoded"] == 10  # the stored chunks, each loaded once
+    finally:
+        engine.close()
+
+
+def test_read_ahead_hints_cover_the_next_window_of_the_files(tmp_path):
+    _array(tmp_path)
+    store = HintedStore(tmp_path / "a")
+    engine = Engine(threads=1, prefetch_bytes=16384)
+    arr = open_array(store, "", engine)
+    try:
+        arr.read(0, 4096)
+        engine.executor.submit(lambda: None).result()  # the hints run in the pool
+        # the flat bytes [4096, 4096 + 16384) lie in planes 0-2 of chunks (0, *, *)
+        keys = {k for k, _, _ in store.hints}
+        assert keys == {f"c/0/{i}/{j}" for i in range(3) for j in range(2)}
+        for _, offset, length in store.hints:
+            assert 0 <= offset and offset + length <= 4 * 16 * 32 * 4
+        assert arr.read(4096, 4096)  # the same chunks serve the next read
+    finally:
+        engine.close()
+
+
+def test_a_read_in_the_event_loop_uses_open_chunks_in_the_page_cache_only(tmp_path):
+    _, data = _array(tmp_path)
+    engine = Engine(threads=2, prefetch_bytes=0)
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    try:
+        want = data.tobytes()
+        assert arr.read_cached(0, 65536) is None  # no chunk open yet: a worker's job
+        assert arr.read(0, 65536) == want[:65536]  # opens them
+        assert arr.read_cached(0, 65536) == want[:65536]  # open, and in the page cache
+        assert len(engine.chunk_cache) == 0
+    finally:
+        engine.close()
+
+
+def test_written_bytes_are_read_before_and_after_they_are_stored(tmp_path):
+    _, data = _array(tmp_path)
+    engine = Engine(threads=2, prefetch_bytes=0)
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    try:
+        assert arr.read(0, arr.nbytes) == data.tobytes()  # every stored chunk is open now
+        new = (data * 2 + 1).astype("f4")
+        arr.write(0, new.tobytes())
+        assert arr.read(0, arr.nbytes) == new.tobytes()  # dirty units, from memory
+        arr.flush()
+        engine.chunk_cache.clear()  # the next read goes to the files again
+        assert arr.read(0, arr.nbytes) == new.tobytes()  # not through the old descriptors
+        z = zarr.open_array(str(tmp_path / "a"), mode="r")
+        assert np.array_equal(z[...], new)
+    finally:
+        engine.close()
+
+
+def test_a_chunk_file_that_shrinks_fails_the_read_naming_it(tmp_path):
+    _array(tmp_path)
+    engine = Engine(threads=2, prefetch_bytes=0)
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    try:
+        arr.read(0, 65536)  # c/0/0/0 is open now
+        os.truncate(tmp_path / "a" / "c" / "0" / "0" / "0", 100)
+        with pytest.raises(CorruptDataError, match="c/0/0/0"):
+            arr.read(0, 65536)
+    finally:
+        engine.close()
+
+
+def test_a_chunk_of_the_wrong_size_is_refused(tmp_path):
+    _array(tmp_path)
+    path = tmp_path / "a" / "c" / "0" / "0" / "1"
+    os.truncate(path, path.stat().st_size + 4)
+    engine = Engine(threads=2, prefetch_bytes=0)
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    try:
+        with pytest.raises(CorruptDataError, match="c/0/0/1"):
+            arr.read(0, arr.nbytes)
+    finally:
+        engine.close()
+
+
+def test_big_endian_and_compressed_reads_load_units(tmp_path):
+    _, data = _array(tmp_path)
+    engine = Engine(threads=2, prefetch_bytes=0)
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    try:
+        assert arr.read(0, arr.nbytes, "big") == data.astype(">f4").tobytes()
+        assert engine.stats.snapshot()["total"]["chunks_decoded"] == 10
+    finally:
+        engine.close()
+    _, data = _array(tmp_path / "z", compressors=zarr.codecs.ZstdCodec())
+    engine = Engine(threads=2, prefetch_bytes=0)
+    arr = open_array(LocalStore(tmp_path / "z" / "a"), "", engine)
+    try:
+        assert arr.read(0, arr.nbytes) == data.tobytes()
+        assert engine.stats.snapshot()["total"]["chunks_decoded"] == 10
+    finally:
+        engine.close()
+
+
+def test_spans_and_their_worth():
+    shape = (4, 16, 32)
+    assert span_of(shape, 4, (slice(0, 1), slice(0, 16), slice(0, 32))) == (0, 2048)
+    assert span_of(shape, 4, (slice(1, 2), slice(3, 5), slice(2, 4))) == (
+        ((16 + 3) * 32 + 2) * 4,
+        ((16 + 4) * 32 + 4) * 4,
+    )
+    assert worth(shape, 4, [(slice(0, 4), slice(0, 16), slice(0, 32))])
+    # one column through every plane: its span is the whole chunk, 512 times what it needs
+    assert not worth(shape, 4, [(slice(0, 4), slice(0, 16), slice(0, 1))])
+
+
+class _Reader(ObjectReader):
+    def __init__(self, closed):
+        super().__init__(b"x")
+        self._closed = closed
+
+    def close(self):
+        self._closed.append(self)
+
+
+def test_open_chunks_are_bounded_and_closed_only_when_unused(monkeypatch):
+    closed: list[_Reader] = []
+    chunks = OpenChunks()
+    monkeypatch.setattr(OpenChunks, "MAX_OPEN", 2)
+    a = chunks.acquire(1, "a", 0, lambda k: _Reader(closed))
+    b = chunks.acquire(1, "b", 0, lambda k: _Reader(closed))
+    chunks.release(b)
+    c = chunks.acquire(1, "c", 0, lambda k: _Reader(closed))  # drops "a", still in use
+    assert len(chunks) == 2 and closed == []
+    chunks.release(a)
+    assert closed == [a.reader]
+    with pytest.raises(BlockingIOError):  # not open: would have to open it
+        chunks.acquire(1, "a", 0, lambda k: _Reader(closed), nowait=True)
+    again = chunks.acquire(1, "c", 1, lambda k: _Reader(closed))  # another epoch: reopened
+    assert again is not c and closed == [a.reader]  # c is in use
+    chunks.release(c)
+    assert closed == [a.reader, c.reader]
+    chunks.release(again)
+    missing = chunks.acquire(1, "missing", 0, lambda k: None)
+    assert missing.reader is None  # kept too: found missing again without a lookup
+    chunks.release(missing)
+    assert chunks.acquire(1, "missing", 0, lambda k: _Reader(closed), nowait=True) is missing
+    chunks.release(missing)
+    chunks.clear()
+    assert len(chunks) == 0 and len(closed) == 4
