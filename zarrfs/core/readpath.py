@@ -101,7 +101,8 @@ class ReadPath(ArrayState):
         for u, parts in direct_pieces.items():
             try:  # inline (cached_only): only chunks open already, bytes in the page cache
                 done = self._units.read_direct(u, parts, nowait=cached_only)
-            except BlockingIOError:
+            except BlockingIOError:  # read again by a worker thread, which may wait
+                self.engine.stats.add(self.path, "direct_reads_offloaded")
                 return None
             if not done:  # not a plain chunk: load it (and have it refused)
                 if cached_only:
