@@ -971,8 +971,9 @@ class Bench:
         cpu: dict[str, list[float]] = {"decode": [], "serve": []}
         clean = True
         path = ARRAY + "/data.raw"
-        # a chunk cache that holds every decoded unit (and the mount's other options)
-        opts = f"cache_size={max(2 * n, 1 << 30) // MiB}M" + (
+        # a chunk cache that holds every decoded unit, read into it even where reads would
+        # come from the chunk files (``bytes``), and the mount's other options
+        opts = f"cache_size={max(2 * n, 1 << 30) // MiB}M,nodirect_reads" + (
             f",{self.args.mount_options}" if self.args.mount_options else ""
         )
         for _ in range(reps):

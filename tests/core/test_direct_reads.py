@@ -94,49 +94,44 @@ def test_read_ahead_hints_cover_the_next_window_of_the_files(tmp_path):
         engine.close()
 
 
-def test_a_read_in_the_event_loop_uses_open_chunks_in_the_page_cache_only(tmp_path):
+@pytest.fixture
+def opened(tmp_path):
+    """(array, engine, data) of the test array opened without prefetching."""
     _, data = _array(tmp_path)
     engine = Engine(threads=2, prefetch_bytes=0)
-    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
     try:
-        want = data.tobytes()
-        assert arr.read_cached(0, 65536) is None  # no chunk open yet: a worker's job
-        assert arr.read(0, 65536) == want[:65536]  # opens them
-        assert arr.read_cached(0, 65536) == want[:65536]  # open, and in the page cache
-        assert len(engine.chunk_cache) == 0
+        yield open_array(LocalStore(tmp_path / "a"), "", engine), engine, data
     finally:
         engine.close()
 
 
-def test_written_bytes_are_read_before_and_after_they_are_stored(tmp_path):
-    _, data = _array(tmp_path)
-    engine = Engine(threads=2, prefetch_bytes=0)
-    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
-    try:
-        assert arr.read(0, arr.nbytes) == data.tobytes()  # every stored chunk is open now
-        new = (data * 2 + 1).astype("f4")
-        arr.write(0, new.tobytes())
-        assert arr.read(0, arr.nbytes) == new.tobytes()  # dirty units, from memory
-        arr.flush()
-        engine.chunk_cache.clear()  # the next read goes to the files again
-        assert arr.read(0, arr.nbytes) == new.tobytes()  # not through the old descriptors
-        z = zarr.open_array(str(tmp_path / "a"), mode="r")
-        assert np.array_equal(z[...], new)
-    finally:
-        engine.close()
+def test_a_read_in_the_event_loop_uses_open_chunks_in_the_page_cache_only(opened):
+    arr, engine, data = opened
+    want = data.tobytes()
+    assert arr.read_cached(0, 65536) is None  # no chunk open yet: a worker's job
+    assert arr.read(0, 65536) == want[:65536]  # opens them
+    assert arr.read_cached(0, 65536) == want[:65536]  # open, and in the page cache
+    assert len(engine.chunk_cache) == 0
 
 
-def test_a_chunk_file_that_shrinks_fails_the_read_naming_it(tmp_path):
-    _array(tmp_path)
-    engine = Engine(threads=2, prefetch_bytes=0)
-    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
-    try:
-        arr.read(0, 65536)  # c/0/0/0 is open now
-        os.truncate(tmp_path / "a" / "c" / "0" / "0" / "0", 100)
-        with pytest.raises(CorruptDataError, match="c/0/0/0"):
-            arr.read(0, 65536)
-    finally:
-        engine.close()
+def test_written_bytes_are_read_before_and_after_they_are_stored(opened, tmp_path):
+    arr, engine, data = opened
+    assert arr.read(0, arr.nbytes) == data.tobytes()  # every stored chunk is open now
+    new = (data * 2 + 1).astype("f4")
+    arr.write(0, new.tobytes())
+    assert arr.read(0, arr.nbytes) == new.tobytes()  # dirty units, from memory
+    arr.flush()
+    engine.chunk_cache.clear()  # the next read goes to the files again
+    assert arr.read(0, arr.nbytes) == new.tobytes()  # not through the old descriptors
+    assert np.array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[...], new)
+
+
+def test_a_chunk_file_that_shrinks_fails_the_read_naming_it(opened, tmp_path):
+    arr, _, _ = opened
+    arr.read(0, 65536)  # c/0/0/0 is open now
+    os.truncate(tmp_path / "a" / "c" / "0" / "0" / "0", 100)
+    with pytest.raises(CorruptDataError, match="c/0/0/0"):
+        arr.read(0, 65536)
 
 
 def test_a_chunk_of_the_wrong_size_is_refused(tmp_path):

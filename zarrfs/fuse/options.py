@@ -88,6 +88,8 @@ class MountOptions:
     readahead: int = 4 << 20
     #: directory stores: read the metadata below listed directories ahead (a helper process)
     readahead_listing: bool = True
+    #: large or sequential reads of plain-bytes chunks come from the files (core/direct.py)
+    direct_reads: bool = True
     #: seconds dirty data may wait before a background flush
     writeback: float | None = None
     views: tuple[str, ...] | None = None
@@ -242,6 +244,7 @@ _FLAGS: dict[str, tuple[str, bool]] = {
     "auto_unmount": ("auto_unmount", True),
     "anon": ("anon", True),
     "noreadahead_listing": ("readahead_listing", False),
+    "nodirect_reads": ("direct_reads", False),
 }
 
 #: valued options: name -> parser (the field has the same name)
@@ -315,6 +318,11 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
         "",
         "directory stores: do not read the metadata below a listed directory ahead in a "
         "helper process (tree walks on a cold page cache wait on the disk longer)",
+    ),
+    "nodirect_reads": (
+        "",
+        "load chunks of the bytes codec alone into the chunk cache for large and sequential "
+        "reads too, instead of reading them from their files into each reply",
     ),
     "writeback": ("SECONDS", "delay before dirty data is stored in the background; 0: off"),
     "views": ("NAME:NAME...", "the array views to show, e.g. data.raw:data.npy"),

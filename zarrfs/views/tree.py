@@ -399,6 +399,7 @@ def open_tree(url: str, options: Any = None) -> RootDir:
         threads=int(opt("threads", None) or 8),
         prefetch_bytes=parse_size(opt("prefetch", None), 64 << 20),
         read_only=read_only,
+        direct_reads=bool(opt("direct_reads", True)),
     )
     views = opt("views", None)
     ctx = MountContext(
