@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
+from zarrfs.core import direct
 from zarrfs.core.array import Engine
 from zarrfs.core.direct import OpenChunks, span_of, worth
 from zarrfs.core.errors import CorruptDataError
@@ -51,6 +52,14 @@ class HintedStore(LocalStore):
         return reader
 
 
+def _record_scratch(monkeypatch):
+    """The sizes asked of the threads' span buffers (``direct._scratch``) from now on."""
+    sizes: list[int] = []
+    real = direct._scratch
+    monkeypatch.setattr(direct, "_scratch", lambda n: sizes.append(n) or real(n))
+    return sizes
+
+
 def _read_all(arr, step):
     got, off = b"", 0
     while off < arr.nbytes:
@@ -60,9 +69,10 @@ def _read_all(arr, step):
 
 
 @pytest.mark.parametrize("direct", [True, False])
-def test_a_sequential_reader_gets_the_bytes_without_loading_units(tmp_path, direct):
+def test_a_sequential_reader_gets_the_bytes_without_loading_units(tmp_path, direct, monkeypatch):
     z, data = _array(tmp_path)
     assert not os.path.exists(tmp_path / "a" / "c" / "1" / "1" / "0")
+    scratch = _record_scratch(monkeypatch)
     engine = Engine(threads=2, prefetch_bytes=8192, direct_reads=direct)
     arr = open_array(LocalStore(tmp_path / "a"), "", engine)
     try:
@@ -70,8 +80,28 @@ def test_a_sequential_reader_gets_the_bytes_without_loading_units(tmp_path, dire
         stats = engine.stats.snapshot()["total"]
         if direct:  # nothing decoded, nothing cached: the page cache of the files serves
             assert stats.get("chunks_decoded", 0) == 0 and len(engine.chunk_cache) == 0
+            assert scratch  # rows of 32 of the 48 elements: spans copied from a buffer
         else:
             assert stats["chunks_decoded"] == 10  # the stored chunks, each loaded once
+    finally:
+        engine.close()
+
+
+def test_chunks_spanning_whole_rows_are_read_straight_into_the_reply(tmp_path, monkeypatch):
+    # chunks (2, 8, 48) span the last axis: each chunk's part of a request is one run of the
+    # reply, read without the thread's span buffer
+    z = zarr.create_array(str(tmp_path / "a"), shape=SHAPE, chunks=(2, 8, 48), dtype="<f4",
+                          compressors=None)  # fmt: skip
+    data = np.arange(np.prod(SHAPE), dtype="f4").reshape(SHAPE)
+    z[...] = data
+    scratch = _record_scratch(monkeypatch)
+    engine = Engine(threads=2, prefetch_bytes=0)
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    try:
+        assert _read_all(arr, 48 * 8 * 4 * 3) == data.tobytes()  # 3 chunks' rows a read
+        assert scratch == [] and engine.stats.snapshot()["total"].get("chunks_decoded", 0) == 0
+        assert arr.read(4, 48 * 4) == data.tobytes()[4 : 4 + 48 * 4]  # parts of two rows
+        assert scratch == []
     finally:
         engine.close()
 

@@ -95,12 +95,17 @@ def read_pieces(
     strides = tuple(prod(shape[k + 1 :]) * itemsize for k in range(len(shape)))  # C order, in bytes
     for sel, dst in pieces:
         lo, hi = span_of(shape, itemsize, sel)
-        buf = _scratch(hi - lo)
+        # a span that is exactly the destination's bytes (chunks spanning the rest of the
+        # array's rows, such as one image plane each) is read straight into it
+        whole = dst.flags.c_contiguous and dst.dtype == dtype and dst.nbytes == hi - lo
+        buf = dst.reshape(-1).view(np.uint8) if whole else _scratch(hi - lo)
         got = reader.readinto(buf.data, lo, nowait)
         if got != hi - lo:
             raise CorruptDataError(
                 f"chunk file shrank to {lo + got} bytes while it was read", key=key
             )
+        if whole:
+            continue
         # the unit's elements of ``sel``, laid out in the span as in the file (numpy checks
         # that they lie within it); the constructor costs a fraction of ``as_strided``
         src = np.ndarray(
