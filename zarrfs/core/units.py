@@ -110,12 +110,11 @@ class UnitStrategy(ABC):
 
     def store_get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """``io.get`` with the key named in any store error."""
-        try:
-            return self.ctx.io.get(key, byte_range)
-        except StoreError as exc:
-            if key in str(exc):
-                raise
-            raise type(exc)(f"{key}: {exc}") from exc
+        return _naming(key, self.ctx.io.get, key, byte_range)
+
+    def open_stored(self, key: str) -> ObjectReader | None:
+        """``io.open_reader`` with the key named in any store error."""
+        return _naming(key, self.ctx.io.open_reader, key)
 
     #: loads fill their unit arrays front to back and publish them as they go
     streams: bool = False
@@ -147,14 +146,34 @@ class UnitStrategy(ABC):
         pieces: Sequence[tuple[tuple[slice, ...], np.ndarray[Any, Any]]],
         nowait: bool = False,
     ) -> bool:
-        """Copy ``unit[sel]`` into each ``dst`` of ``pieces`` straight from the stored object;
-        False when it cannot (then the unit is loaded as usual). Only a strategy that
-        ``streams`` can. With ``nowait``, ``BlockingIOError`` where that would wait (the chunk
-        is not open yet, or its bytes are not in memory)."""
-        return False
+        """Copy ``unit[sel]`` into each ``dst`` of ``pieces`` straight from the stored object,
+        opened through the mount's open chunks (``direct.read_pieces``; only where
+        ``streams``: the object is the unit's elements). False when the object is not a plain
+        unit of the right size (then it is loaded as usual, which refuses it). With ``nowait``,
+        ``BlockingIOError`` where that would wait (the chunk is not open yet, or its bytes are
+        not in memory)."""
+        key = self.ctx.key(unit)
+        spec = self.unit_spec
+        chunks = self.ctx.engine.open_chunks
+        entry = chunks.acquire(self.ctx.uid, key, self.ctx.epoch(), self.open_stored, nowait)
+        try:
+            return read_pieces(
+                entry.reader, spec.shape, spec.dtype, spec.fill_value, pieces, key, nowait
+            )
+        finally:
+            chunks.release(entry)
 
     def advise(self, unit: Coords, spans: Sequence[tuple[int, int]]) -> None:
-        """Ask the store to fetch these byte ranges of the unit's object ahead of their reads."""
+        """Ask the store to fetch these byte ranges of the unit's object ahead of their reads
+        (opened through the mount's open chunks, so the reads that follow find it open)."""
+        key = self.ctx.key(unit)
+        chunks = self.ctx.engine.open_chunks
+        entry = chunks.acquire(self.ctx.uid, key, self.ctx.epoch(), self.open_stored)
+        try:
+            if entry.reader is not None:
+                advise(entry.reader, spans)
+        finally:
+            chunks.release(entry)
 
 
 class PlainUnits(UnitStrategy):
@@ -179,44 +198,6 @@ class PlainUnits(UnitStrategy):
         # a streaming load reads into the unit array itself
         return (1 if self.streams else 2) * self.unit_spec.nbytes * count
 
-    def read_direct(
-        self,
-        unit: Coords,
-        pieces: Sequence[tuple[tuple[slice, ...], np.ndarray[Any, Any]]],
-        nowait: bool = False,
-    ) -> bool:
-        # direct.read_pieces through the mount's open chunks: False when the stored object is
-        # not a plain chunk of the unit's size (loaded as usual, which refuses it)
-        key = self.ctx.key(unit)
-        spec = self.unit_spec
-        chunks = self.ctx.engine.open_chunks
-        entry = chunks.acquire(self.ctx.uid, key, self.ctx.epoch(), self._open, nowait)
-        try:
-            return read_pieces(
-                entry.reader, spec.shape, spec.dtype, spec.fill_value, pieces, key, nowait
-            )
-        finally:
-            chunks.release(entry)
-
-    def advise(self, unit: Coords, spans: Sequence[tuple[int, int]]) -> None:
-        # opened through the mount's open chunks, so the reads that follow find it open
-        key = self.ctx.key(unit)
-        chunks = self.ctx.engine.open_chunks
-        entry = chunks.acquire(self.ctx.uid, key, self.ctx.epoch(), self._open)
-        try:
-            if entry.reader is not None:
-                advise(entry.reader, spans)
-        finally:
-            chunks.release(entry)
-
-    def _open(self, key: str) -> ObjectReader | None:
-        try:
-            return self.ctx.io.open_reader(key)
-        except StoreError as exc:
-            if key in str(exc):
-                raise
-            raise type(exc)(f"{key}: {exc}") from exc
-
     def load(
         self, outer: Coords, units: list[Coords], publish: Publish | None = None
     ) -> dict[Coords, Any]:
@@ -229,7 +210,7 @@ class PlainUnits(UnitStrategy):
     def _stream(self, key: str, publish: Publish) -> Any:
         """The chunk read straight into a new unit array, published as it fills."""
         spec = self.unit_spec
-        reader = self._open(key)
+        reader = self.open_stored(key)
         if reader is None:
             return MISSING
         with reader:
@@ -346,6 +327,16 @@ class ShardedUnits(UnitStrategy):
     def committed(self, outer: Coords) -> None:
         # an index read while the new shard was staged is the old one: drop it again
         self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
+
+
+def _naming(key: str, call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)``, with ``key`` named in the message of any store error it raises."""
+    try:
+        return call(*args)
+    except StoreError as exc:
+        if key in str(exc):
+            raise
+        raise type(exc)(f"{key}: {exc}") from exc
 
 
 def choose_units(metadata: ArrayMetadata, ctx: UnitContext) -> UnitStrategy:
