@@ -55,7 +55,7 @@ class ReadPath(ArrayState):
     ) -> memoryview | None:
         """Bytes ``[offset, offset+size)`` of the C-order box ``origin + shape`` as a fresh
         read-only buffer; with ``cached_only``, None unless every unit is clean and cached.
-        With ``direct`` (a sequential reader), units of a ``streams`` strategy that are not
+        With ``direct`` (a large or sequential read), units of a ``streams`` strategy that are not
         dirty, cached or being loaded are read from their stored files (``core/direct.py``)."""
         total = prod(shape) * self.itemsize
         if offset < 0 or size < 0:
@@ -126,10 +126,7 @@ class ReadPath(ArrayState):
         need are not much larger than the pieces (``direct.worth``)."""
         if not self._units.streams or not self._unit_spec.shape:  # (a 0-d box is a scalar)
             return set()
-        cache, uid = self.engine.chunk_cache, self.uid
-        with self._lock:
-            busy = self._dirty.keys() | self._inflight.keys()
-        chosen = {c for c in wanted if c not in busy and (uid, c) not in cache}
+        chosen = self._not_in_memory(wanted)
         if not chosen:
             return chosen
         sels: dict[Coords, list[tuple[slice, ...]]] = {}
@@ -139,6 +136,13 @@ class ReadPath(ArrayState):
                     sels.setdefault(p.coords, []).append(p.chunk_sel)
         spec = self._unit_spec
         return {c for c in chosen if worth(spec.shape, spec.dtype.itemsize, sels[c])}
+
+    def _not_in_memory(self, coords: Iterable[Coords]) -> set[Coords]:
+        """The units of ``coords`` that are neither dirty, cached nor being loaded."""
+        cache, uid = self.engine.chunk_cache, self.uid
+        with self._lock:
+            busy = self._dirty.keys() | self._inflight.keys()
+        return {c for c in coords if c not in busy and (uid, c) not in cache}
 
     def _cached_units(self, coords: set[Coords]) -> dict[Coords, tuple[Any, bool]] | None:
         """Every unit from the chunk cache (or a streaming load of it in flight, whose loaded
@@ -424,10 +428,8 @@ class ReadPath(ArrayState):
                 lo, hi = span_of(spec.shape, spec.dtype.itemsize, p.chunk_sel)
                 was = spans.get(p.coords)
                 spans[p.coords] = (lo, hi) if was is None else (min(lo, was[0]), max(hi, was[1]))
-        cache, uid = self.engine.chunk_cache, self.uid
-        with self._lock:
-            busy = self._dirty.keys() | self._inflight.keys()
-        todo = [(u, s) for u, s in spans.items() if u not in busy and (uid, u) not in cache]
+        away = self._not_in_memory(spans)
+        todo = [(u, s) for u, s in spans.items() if u in away]
         if todo:
             self.engine.executor.submit(self._advise, todo)
 
