@@ -1,8 +1,8 @@
 """The engine: what all arrays of one mount share (caches, worker threads, counters, limits).
 
 Invariants:
-- ``cache_size`` bounds dirty units, decoded cached units and the buffers of work in flight
-  together (see ``Engine``);
+- ``cache_size`` bounds dirty units, decoded cached units, the buffers of work in flight and
+  the idle blocks kept for reuse (``core/buffers.py``) together (see ``Engine``);
 - ``working`` never lets reservations pass ``work_limit`` except for one job running alone,
   and a job never waits for a reservation while it holds one;
 - ``run_all`` finishes every call it is given even when every pool thread is blocked: every
@@ -19,9 +19,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from zarrfs.core import buffers
 from zarrfs.core.cache import LRUCache
 from zarrfs.core.direct import OpenChunks
 from zarrfs.core.stats import Stats
+
+#: the most an engine keeps of idle blocks for reuse (``Engine.pool_bytes``)
+POOL_MAX = 64 << 20
 
 
 @dataclass
@@ -43,7 +47,12 @@ class Engine:
     dirty bytes do, and together they may take at most what the dirty limit leaves
     (``work_limit``, a quarter of ``cache_size`` by default): more work waits until some
     finishes, except that one job always runs. So dirty chunks, cached chunks and the buffers
-    of work in flight stay within ``cache_size`` together."""
+    of work in flight stay within ``cache_size`` together.
+
+    Blocks of freed chunk-sized buffers are kept mapped for reuse (``core/buffers.py``): up
+    to ``pool_bytes`` of them (an eighth of ``cache_size``, at most ``POOL_MAX``; none when
+    that is less than one block), which the decoded-chunk cache leaves free. The pool is the
+    process's; the engine made last sets its bound."""
 
     cache_size: int = 1 << 30
     threads: int = 8
@@ -61,9 +70,13 @@ class Engine:
     open_chunks: OpenChunks = field(default_factory=OpenChunks)
 
     def __post_init__(self) -> None:
+        #: idle blocks kept for reuse, within ``cache_size`` (``core/buffers.py``)
+        share = min(POOL_MAX, self.cache_size // 8)
+        self.pool_bytes = share if share >= buffers.MIN_BLOCK else 0  # room for one block
+        buffers.configure(self.pool_bytes)
         most = self.cache_size * 3 // 4
         self.dirty_limit = most if self.dirty_limit is None else min(self.dirty_limit, most)
-        self.chunk_cache = LRUCache(self.cache_size)
+        self.chunk_cache = LRUCache(self.cache_size - self.pool_bytes)
         self._dirty_lock = threading.Condition(threading.Lock())
         #: bytes of dirty (unflushed) chunk copies of every array of the mount
         self.dirty_bytes = 0
@@ -101,9 +114,14 @@ class Engine:
                 self._resize_cache()
                 self._dirty_lock.notify_all()
 
+    @property
+    def room(self) -> int:
+        """What the decoded-chunk cache may hold beside dirty chunks and work in flight."""
+        return max(0, self.cache_size - self.pool_bytes - self.dirty_bytes - self.work_bytes)
+
     def _resize_cache(self) -> None:
         """The decoded-chunk cache gets what dirty chunks and work in flight leave (lock held)."""
-        self.chunk_cache.resize(max(0, self.cache_size - self.dirty_bytes - self.work_bytes))
+        self.chunk_cache.resize(self.room)
 
     def new_uid(self) -> int:
         with self._uid_lock:

@@ -391,7 +391,8 @@ class ReadPath(ArrayState):
         # the units ahead count whether cached, loading or not yet loaded, so the room is the
         # budget dirty data leaves (loads in flight are not counted twice), less a window of
         # slack for the reader's next requests and other arrays
-        room = engine.cache_size - engine.dirty_bytes - len(using) * unit_bytes - window
+        room = engine.cache_size - engine.pool_bytes - engine.dirty_bytes
+        room -= len(using) * unit_bytes + window
         reach = max(window, room)  # flat bytes scanned ahead (their units take >= as many)
         wanted: list[Coords] = []
         new = 0

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from zarrfs.core import buffers
 from zarrfs.core.codecs.base import ChunkSpec
 from zarrfs.core.codecs.bytes import BytesCodec
 from zarrfs.core.codecs.chain import PreparedChain
@@ -193,6 +194,11 @@ class PlainUnits(UnitStrategy):
             and spec.dtype.isnative
             and ab.stored_dtype(spec.dtype) == spec.dtype
         )
+        #: stored chunks are read into reused blocks: the chain's last decoding step
+        #: (``bytes_bytes[0]``) decodes a buffer in place into memory of its own
+        self.reads_encoded_into = (
+            ctx.io.reads_into and bool(chain.bytes_bytes) and chain.bytes_bytes[0].decodes_buffers
+        )
 
     def load_memory(self, count: int) -> int:
         # a streaming load reads into the unit array itself
@@ -216,7 +222,7 @@ class PlainUnits(UnitStrategy):
         with reader:
             if reader.size != spec.nbytes:  # not a valid chunk: loaded and refused as usual
                 return self._decode(key)
-            arr = np.empty(spec.shape, spec.dtype)
+            arr = buffers.empty(spec.shape, spec.dtype)
             flat = arr.reshape(-1).view(np.uint8).data
             for start in range(0, spec.nbytes, STREAM_PIECE):
                 piece = flat[start : start + STREAM_PIECE]
@@ -230,15 +236,42 @@ class PlainUnits(UnitStrategy):
         return arr
 
     def _decode(self, key: str) -> Any:
+        if self.reads_encoded_into:
+            return self._decode_read_into(key)
         # never fetch more than a valid chunk can take (+1 byte to see that it is longer)
         data = self.store_get(key, ByteRange(0, self.prepared.max_encoded_size + 1))
         if data is None:
             return MISSING
+        return self._decoded(key, data)
+
+    def _decoded(self, key: str, data: bytes | memoryview) -> Any:
         try:
             arr = self.prepared.decode(data)
         except CorruptDataError as exc:
             raise CorruptDataError(str(exc), key=key) from None
         self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
+        return arr
+
+    def _decode_read_into(self, key: str) -> Any:
+        """``_decode`` for a chain that decodes into memory of its own: the stored object is
+        read into a pool block (``core/buffers.py``) that is reused once the chunk is decoded,
+        instead of into fresh memory for every chunk."""
+        reader = self.open_stored(key)
+        if reader is None:
+            return MISSING
+        with reader:
+            size = reader.size
+            if size > self.prepared.max_encoded_size:  # refused unread, as decode refuses it
+                raise CorruptDataError(
+                    f"stored object is {size} bytes, more than the "
+                    f"{self.prepared.max_encoded_size} any valid chunk of this array can take",
+                    key=key,
+                )
+            encoded = buffers.take(size, self.prepared.max_encoded_size)
+            got = reader.readinto(encoded.data, 0)
+        arr = self._decoded(key, encoded.data[:got])
+        if np.may_share_memory(arr, encoded):  # the chain kept a view of its input after all
+            arr = arr.copy()
         return arr
 
     def store(

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from zarrfs.core import buffers
 from zarrfs.core.arraybase import Coords, byte_order_char
 from zarrfs.core.errors import InvalidWriteError, ReadOnlyError
 from zarrfs.core.flushing import Flushing
@@ -220,20 +221,20 @@ class WritePath(Flushing):
             added = 0
             if arr is None or frozen:
                 if arr is not None:
-                    arr = arr.copy()
+                    arr = buffers.copy(arr)
                 else:
                     base = MISSING if covers else bases.get(unit, (MISSING, False))[0]
                     spec = self._unit_spec
                     if covers:  # every element is written below
-                        arr = np.empty(spec.shape, dtype=spec.dtype)
+                        arr = buffers.empty(spec.shape, spec.dtype)
                         prefault_behind(arr)  # while the writer fills it
                     elif unit in deferred:  # unwritten rows are merged in before any use
-                        arr = np.empty(spec.shape, dtype=spec.dtype)
+                        arr = buffers.empty(spec.shape, spec.dtype)
                         prefault_behind(arr)
                         with self._lock:
                             self._unknown[unit] = np.zeros(arr.shape[:-1], dtype=bool)
                     else:
-                        arr = spec.fill_array() if base is MISSING else base.copy()
+                        arr = spec.fill_array() if base is MISSING else buffers.copy(base)
                     added = arr.nbytes
                 with self._lock:
                     if not self._dirty:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from zarrfs.core import buffers
 from zarrfs.core.array import Engine
 from zarrfs.core.errors import NodeNotFound, StoreError, ZarrFSError
 from zarrfs.core.hierarchy import Hierarchy, Node, join
@@ -245,6 +246,7 @@ class ControlHandle(BytesHandle):
             h.engine.chunk_cache.clear()
             h.engine.index_cache.clear()
             h.forget("")
+            buffers.pool.trim()  # the blocks the cleared units held
         return len(data)
 
 
@@ -275,6 +277,7 @@ class ControlDir(VDir):
             "uptime_s": round(time.time() - self.ctx.started, 3),
             "chunk_cache": h.engine.chunk_cache.stats(),
             "index_cache": h.engine.index_cache.stats(),
+            "buffers": buffers.pool.stats(),
             "dirty": {
                 "bytes": sum(d.nbytes for _, d in states),
                 "objects": sum(d.objects for _, d in states),

@@ -42,9 +42,9 @@ def decompress_streams(
     name: str,
     make: Callable[[], Any],
     errors: tuple[type[BaseException], ...],
-    data: bytes,
+    data: bytes | memoryview,
     max_size: int,
-    check: Callable[[bytes], None] | None = None,
+    check: Callable[[bytes | memoryview], None] | None = None,
     padding: bytes = b"",
 ) -> bytes:
     """Decode concatenated streams (each made by ``make()``) within ``max_size`` bytes.
@@ -53,7 +53,7 @@ def decompress_streams(
     ``padding`` bytes between streams are skipped."""
     parts: list[bytes] = []
     produced = 0
-    pending = data
+    pending: bytes | memoryview = data
     while True:
         if check is not None:
             check(pending)

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from zarrfs.core import buffers
 from zarrfs.core.errors import UnsupportedError
 from zarrfs.core.extensions import parse_extension
 
@@ -69,7 +70,7 @@ class ChunkSpec:
 
     def fill_array(self) -> np.ndarray[Any, Any]:
         """A new, writable chunk filled with the fill value."""
-        out = np.empty(self.shape, dtype=self.dtype)
+        out = buffers.empty(self.shape, self.dtype)
         out[...] = self.fill_value
         return out
 
@@ -174,6 +175,11 @@ class ArrayBytesCodec(Codec):
 
 class BytesBytesCodec(Codec):
     """bytes -> bytes."""
+
+    #: ``decode`` takes a ``memoryview`` as it is (no copy of it) and returns memory of its
+    #: own, never a view of its input: the engine may read stored objects for it into
+    #: buffers it reuses once the object is decoded (``core/buffers.py``)
+    decodes_buffers: bool = False
 
     @abstractmethod
     def encode(self, data: bytes | memoryview) -> bytes: ...

@@ -55,6 +55,7 @@ class GzipCodec(BytesBytesCodec):
     """gzip compression at ``level`` 0..9."""
 
     name = "gzip"
+    decodes_buffers = True
 
     def __init__(self, level: int = 5) -> None:
         self.level = int_field(self.name, {"level": level}, "level", low=0, high=9)
@@ -81,7 +82,8 @@ class GzipCodec(BytesBytesCodec):
 
 def gzip_decompress_bounded(data: bytes | memoryview, max_size: int) -> bytes:
     """Decode concatenated gzip members into at most ``max_size`` bytes."""
-    pending = bytes(data)
+    # a memoryview is decoded in place (the engine may read chunks into reused buffers)
+    pending = data if isinstance(data, bytes) else memoryview(data).cast("B")
     if not pending:
         raise CorruptDataError("gzip: empty stream")
     return decompress_streams(
@@ -95,8 +97,8 @@ def gzip_decompress_bounded(data: bytes | memoryview, max_size: int) -> bytes:
     )
 
 
-def _check_magic(pending: bytes) -> None:
-    if not pending.startswith(_GZIP_MAGIC):
+def _check_magic(pending: bytes | memoryview) -> None:
+    if bytes(pending[: len(_GZIP_MAGIC)]) != _GZIP_MAGIC:
         raise CorruptDataError("gzip: not a gzip stream (bad magic bytes)")
 
 

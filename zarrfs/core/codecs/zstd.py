@@ -46,6 +46,7 @@ class ZstdCodec(BytesBytesCodec):
     """Zstandard compression at ``level``, with an optional content checksum."""
 
     name = "zstd"
+    decodes_buffers = True
 
     def __init__(self, level: int = 0, checksum: bool = False) -> None:
         self.level, self.checksum = _parse({"level": level, "checksum": checksum})
@@ -62,13 +63,14 @@ class ZstdCodec(BytesBytesCodec):
         return bytes(self._compressor.encode(data))
 
     def decode(self, data: bytes | memoryview, max_size: int) -> bytes:
-        raw = bytes(data)
+        # a memoryview is decoded in place (the engine may read chunks into reused buffers)
+        raw = data if isinstance(data, bytes) else memoryview(data).cast("B")
         frames = scan_frames(raw)
         sizes = [f.content_size for f in frames if not f.skippable]
         if not sizes:
             raise CorruptDataError("zstd: stream holds no data frame")
         if any(size is None for size in sizes):
-            return zstd_decompress_into(raw, max_size)
+            return zstd_decompress_into(bytes(raw), max_size)
         total = sum(s for s in sizes if s is not None)
         check_claimed_size("zstd", total, max_size)
         if total == 0:
@@ -97,7 +99,7 @@ class Frame:
     skippable: bool = False
 
 
-def scan_frames(data: bytes) -> list[Frame]:
+def scan_frames(data: bytes | memoryview) -> list[Frame]:
     """Walk every frame of ``data`` without decompressing; raise ``CorruptDataError`` if the
     structure is invalid or the frames do not cover ``data`` exactly."""
     frames: list[Frame] = []
@@ -108,12 +110,12 @@ def scan_frames(data: bytes) -> list[Frame]:
     return frames
 
 
-def _need(data: bytes, pos: int, count: int, what: str) -> None:
+def _need(data: bytes | memoryview, pos: int, count: int, what: str) -> None:
     if pos + count > len(data):
         raise CorruptDataError(f"zstd: truncated stream (in {what} at byte {pos})")
 
 
-def _scan_frame(data: bytes, start: int) -> Frame:
+def _scan_frame(data: bytes | memoryview, start: int) -> Frame:
     _need(data, start, 4, "magic number")
     magic = int.from_bytes(data[start : start + 4], "little")
     if magic & 0xFFFFFFF0 == _SKIPPABLE_MAGIC:
