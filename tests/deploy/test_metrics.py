@@ -93,6 +93,12 @@ def test_metrics_endpoint(store, mounter, capsys) -> None:
         assert value(samples, "zarrfs_writes_in_flight") == 0
         assert value(samples, "zarrfs_oldest_dirty_age_seconds") > 0
         assert value(samples, "zarrfs_chunk_cache_capacity_bytes") > 0
+        # the block pool: counters as the mount's stats.json has them
+        pool = json.loads((m.path / ".zarrfs" / "stats.json").read_bytes())["buffers"]
+        assert value(samples, "zarrfs_buffer_idle_limit_bytes") == pool["limit"]
+        assert value(samples, "zarrfs_buffer_blocks_created_total") <= pool["blocks_created"]
+        assert value(samples, "zarrfs_buffer_blocks_reused_total") >= 0
+        assert value(samples, "zarrfs_buffer_idle_bytes") >= 0
         reads = value(samples, "zarrfs_operation_duration_seconds_count", op="read")
         assert reads >= 1
         assert value(samples, "zarrfs_operation_duration_seconds_bucket", op="read",

@@ -31,6 +31,12 @@ DOC: dict[str, Any] = {
         "bytes": 1024,
         "capacity": 32 << 20,
     },
+    "buffers": {
+        "idle_bytes": 48 << 20,
+        "limit": 64 << 20,
+        "blocks_created": 31,
+        "blocks_reused": 1033,
+    },
     "dirty_arrays": ["temp"],
     "skipped_nodes": {"bad": "bad/zarr.json: invalid JSON"},
     "total": {
@@ -85,6 +91,8 @@ def test_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "chunk cache     8 entries, 32.0 MiB of 512.0 MiB; hits 90  misses 10  hit rate 90.0%; "
         "2 evictions" in lines
     )
+    assert "buffers         48.0 MiB idle of 64.0 MiB; 31 blocks made, 1,033 reused" in lines
+    assert not any(line.startswith("buffers  ") and "{" in line for line in lines)
     assert "fetched         1.0 GiB" in lines
     assert "chunks decoded  100" in lines
     assert "served          2.0 GiB" in lines

@@ -11,6 +11,8 @@ What is exported:
   per array as ``zarrfs_array_<name>_total{array="PATH"}``;
 - the caches (``zarrfs_chunk_cache_*``, ``zarrfs_index_cache_*``): hits, misses, evictions as
   counters, entries, bytes and capacity as gauges;
+- the block pool (``zarrfs_buffer_blocks_created_total``, ``zarrfs_buffer_blocks_reused_total``
+  counters, ``zarrfs_buffer_idle_bytes`` and ``zarrfs_buffer_idle_limit_bytes`` gauges);
 - unflushed data: ``zarrfs_dirty_bytes``, ``zarrfs_dirty_objects``, ``zarrfs_writes_in_flight``,
   ``zarrfs_oldest_dirty_age_seconds``; ``zarrfs_uptime_seconds``; ``zarrfs_skipped_nodes``;
 - ``zarrfs_operation_duration_seconds{op="read"}``: a histogram of how long each kind of FUSE
@@ -130,6 +132,16 @@ _DIRTY = (
     ("oldest_age_s", "zarrfs_oldest_dirty_age_seconds", "Age of the oldest unstored write."),
 )
 
+#: the block pool (stats.json ``buffers``): key, metric, type, help
+_POOL = (
+    ("blocks_created", "zarrfs_buffer_blocks_created_total", "counter",
+     "Chunk-sized buffer blocks mapped fresh."),
+    ("blocks_reused", "zarrfs_buffer_blocks_reused_total", "counter",
+     "Chunk-sized buffer blocks taken again instead of fresh memory."),
+    ("idle_bytes", "zarrfs_buffer_idle_bytes", "gauge", "Bytes of idle blocks kept for reuse."),
+    ("limit", "zarrfs_buffer_idle_limit_bytes", "gauge", "The most idle blocks may take."),
+)  # fmt: skip
+
 
 def _stats_metrics(page: _Page, doc: Mapping[str, Any]) -> None:
     page.one("zarrfs_uptime_seconds", "gauge", "Seconds since the mount started.",
@@ -155,6 +167,10 @@ def _stats_metrics(page: _Page, doc: Mapping[str, Any]) -> None:
             else:
                 metric = f"zarrfs_{cache}_{_CACHE_GAUGES.get(key, key)}"
                 page.one(metric, "gauge", f"{cache} {key}.", values[key])
+    pool = _ints(doc.get("buffers"))
+    for key, metric, kind, help_text in _POOL:
+        if key in pool:
+            page.one(metric, kind, help_text, pool[key])
     dirty = doc.get("dirty")
     for key, metric, help_text in _DIRTY:
         page.one(metric, "gauge", help_text, dirty.get(key) if isinstance(dirty, Mapping) else None)

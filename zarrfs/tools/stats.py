@@ -3,6 +3,8 @@
 The mount publishes its counters as ``MOUNTPOINT/.zarrfs/stats.json`` (built by
 ``zarrfs.views.tree.ControlDir``): ``store``, ``uptime_s``, ``chunk_cache`` and ``index_cache``
 (LRU ``hits``, ``misses``, ``evictions``, ``rejected``, ``entries``, ``bytes``, ``capacity``),
+``buffers`` (the block pool, ``core/buffers.py``: ``idle_bytes`` kept for reuse of ``limit``,
+``blocks_created``, ``blocks_reused``),
 ``dirty`` (``bytes``, ``objects`` and ``writes_in_flight`` not stored yet, ``oldest_age_s``),
 ``dirty_arrays``, ``skipped_nodes``, ``total`` and ``arrays`` (per array path) counters such as
 ``cache_hits``, ``cache_misses``, ``bytes_fetched``, ``chunks_decoded``, ``bytes_served``,
@@ -116,6 +118,15 @@ def _cache_line(cache: Mapping[str, Any]) -> str:
     )
 
 
+def _pool_line(pool: Mapping[str, Any]) -> str:
+    """``48.0 MiB idle of 64.0 MiB; 31 blocks made, 33 reused``."""
+    return (
+        f"{human_size(_int(pool.get('idle_bytes')))} idle of "
+        f"{human_size(_int(pool.get('limit')))}; {_int(pool.get('blocks_created')):,} blocks "
+        f"made, {_int(pool.get('blocks_reused')):,} reused"
+    )
+
+
 def _dirty_line(state: Mapping[str, Any]) -> str:
     """``1.5 MiB in 3 objects (1 being written), oldest 2.4 s`` or ``nothing``."""
     objects = _int(state.get("objects"))
@@ -155,6 +166,9 @@ def render(doc: Mapping[str, Any]) -> str:
         cache = doc.get(name)
         if isinstance(cache, Mapping):
             lines.append((name.replace("_", " "), _cache_line(cache)))
+    pool = doc.get("buffers")
+    if isinstance(pool, Mapping):
+        lines.append(("buffers", _pool_line(pool)))
     known = {n for n, _ in _COUNTERS} | set(_HIT_COUNTERS)
     lines += [(label, _value(name, total[name])) for name, label in _COUNTERS if name in total]
     lines += [(name, _value(name, total[name])) for name in sorted(set(total) - known)]
@@ -184,6 +198,7 @@ _KNOWN_TOP = frozenset(
         "total",
         "chunk_cache",
         "index_cache",
+        "buffers",
         "dirty",
         "dirty_arrays",
         "skipped_nodes",
