@@ -164,3 +164,43 @@ def test_trailing_bytes_after_the_stream_are_ignored_like_numcodecs() -> None:
     enc = codec.encode(PAYLOAD) + b"trailing"
     assert bytes(numcodecs.blosc.decompress(enc)) == PAYLOAD
     assert codec.decode(enc, len(PAYLOAD)) == PAYLOAD
+
+
+@pytest.mark.parametrize("blocksize", [0, 1 << 16])
+@pytest.mark.parametrize("typesize", [None, 1, 8])
+@pytest.mark.parametrize("shuffle", list(SHUFFLES))
+@pytest.mark.parametrize("cname", CNAMES)
+def test_encode_into_a_block_is_what_numcodecs_writes(
+    cname: str, shuffle: str, typesize: int | None, blocksize: int
+) -> None:
+    """``encode_buffer`` compresses with c-blosc into a reused block: byte for byte what
+    numcodecs writes from a thread other than the main one (where the daemon encodes)."""
+    import threading
+
+    from zarrfs.core.buffers import MIN_BLOCK
+
+    codec = BloscCodec(cname, 3, shuffle, typesize, blocksize)
+    data = np.cumsum(np.random.default_rng(3).standard_normal(MIN_BLOCK // 4, np.float32))
+    raw = memoryview(data.astype("<f4").view(np.uint8))
+    got: dict[str, object] = {}
+
+    def encode() -> None:
+        got["ours"] = codec.encode_buffer(raw)
+        got["theirs"] = codec.encode(raw)
+
+    worker = threading.Thread(target=encode)
+    worker.start()
+    worker.join()
+    ours = got["ours"]
+    assert isinstance(ours, memoryview) and ours.readonly  # a view of a block, not bytes
+    assert bytes(ours) == got["theirs"]
+    assert bytes(numcodecs.blosc.decompress(bytes(ours))) == bytes(raw)
+
+
+def test_encode_buffer_falls_back_to_numcodecs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from zarrfs.core.codecs import blosc
+
+    monkeypatch.setattr(blosc._CBlosc, "get", classmethod(lambda cls: None))
+    codec = BloscCodec.from_config(config())
+    out = codec.encode_buffer(PAYLOAD)
+    assert isinstance(out, bytes) and out == codec.encode(PAYLOAD)

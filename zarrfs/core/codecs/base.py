@@ -184,6 +184,11 @@ class BytesBytesCodec(Codec):
     @abstractmethod
     def encode(self, data: bytes | memoryview) -> bytes: ...
 
+    def encode_buffer(self, data: bytes | memoryview) -> bytes | memoryview:
+        """``encode``, possibly as a read-only view of memory of the codec's own (a reused
+        block, ``core/buffers.py``), valid for as long as the caller holds it."""
+        return self.encode(data)
+
     @abstractmethod
     def decode(self, data: bytes | memoryview, max_size: int) -> bytes | memoryview:
         """Decode; raise ``CorruptDataError`` rather than produce more than ``max_size`` bytes."""

@@ -22,10 +22,13 @@ Invariants:
 
 from __future__ import annotations
 
+import ctypes
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 import numcodecs.blosc
+import numpy as np
 
 from zarrfs.core import buffers
 from zarrfs.core.codecs._bounded import check_claimed_size, encoded_size_bound
@@ -105,6 +108,13 @@ class BloscCodec(BytesBytesCodec):
     def encode(self, data: bytes | memoryview) -> bytes:
         return bytes(self._compressor.encode(data))
 
+    def encode_buffer(self, data: bytes | memoryview) -> bytes | memoryview:
+        encoded = compress_into_block(
+            data, self.cname, self.clevel, SHUFFLES[self.shuffle], self.typesize or 1,
+            self.blocksize,
+        )  # fmt: skip
+        return self.encode(data) if encoded is None else encoded
+
     def decode(self, data: bytes | memoryview, max_size: int) -> bytes | memoryview:
         header = BloscHeader(data)
         check_claimed_size("blosc", header.nbytes, max_size)
@@ -132,6 +142,65 @@ class BloscCodec(BytesBytesCodec):
 
     def max_encoded_size(self, size: int) -> int:
         return encoded_size_bound(size + HEADER_SIZE)
+
+
+#: ``BLOSC_MAX_OVERHEAD``: a blosc stream is at most this much longer than its input
+_MAX_OVERHEAD = 16
+
+
+class _CBlosc:
+    """c-blosc's ``blosc_compress_ctx``, reached through ctypes in the copy of the library
+    numcodecs' blosc extension carries (the function numcodecs itself calls from threads
+    other than the main one, with these arguments: the output is byte for byte numcodecs'
+    ``Blosc.encode``). ``None`` when that copy does not export it."""
+
+    _lock = threading.Lock()
+    _loaded = False
+    _compress: Any = None
+
+    @classmethod
+    def get(cls) -> Any:
+        with cls._lock:
+            if not cls._loaded:
+                cls._loaded = True
+                cls._compress = cls._load()
+            return cls._compress
+
+    @staticmethod
+    def _load() -> Any:
+        try:
+            compress = ctypes.CDLL(numcodecs.blosc.__file__ or "").blosc_compress_ctx
+        except (OSError, AttributeError):
+            return None
+        compress.restype = ctypes.c_int
+        compress.argtypes = [
+            ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p,
+            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
+        ]  # fmt: skip
+        return compress
+
+
+def compress_into_block(
+    data: bytes | memoryview, cname: str, clevel: int, shuffle: int, typesize: int, blocksize: int
+) -> memoryview | None:
+    """``data`` blosc-compressed into a reused block (``core/buffers.py``) rather than into
+    fresh memory, as a read-only view; None when the library cannot be reached (the caller
+    then compresses through numcodecs). The GIL is released while c-blosc works."""
+    compress = _CBlosc.get()
+    if compress is None:
+        return None
+    src = np.frombuffer(data, dtype=np.uint8)
+    capacity = len(src) + _MAX_OVERHEAD
+    dest = buffers.take(capacity)
+    written = compress(
+        clevel, shuffle, typesize, len(src), src.ctypes.data, dest.ctypes.data, capacity,
+        cname.encode("ascii"), blocksize, 1,
+    )  # fmt: skip
+    if written <= 0:
+        raise RuntimeError(f"blosc: compression failed ({written})")
+    out = dest[:written]
+    out.flags.writeable = False
+    return memoryview(out.data)
 
 
 def _parse(configuration: Mapping[str, Any]) -> tuple[str, int, str, int | None, int]:

@@ -177,7 +177,8 @@ class PreparedChain:
     def encode_buffer(self, arr: np.ndarray[Any, Any]) -> bytes | memoryview | None:
         """``encode``, possibly as a view of ``arr``'s memory (a chain of ``bytes`` alone in
         the stored byte order: storing it then copies nothing), valid while ``arr`` is
-        neither changed nor freed."""
+        neither changed nor freed, or of a block a codec encoded into (``encode_buffer`` of
+        a bytes -> bytes codec: blosc), valid while the view is held."""
         if arr.shape != self.spec.shape:
             raise ValueError(f"chunk shape {arr.shape} does not match {self.spec.shape}")
         for aa, aspec in zip(self.chain.array_array, self.aa_specs):
@@ -188,5 +189,5 @@ class PreparedChain:
         if data is None:
             return None
         for bb in self.chain.bytes_bytes:
-            data = bb.encode(data)
+            data = bb.encode_buffer(data)
         return data

@@ -198,10 +198,10 @@ def rewrite_shard(
     def pieces() -> Iterator[bytes | memoryview]:
         index = fmt.ShardIndex.empty(cps)
         offsets, sizes = index.offsets, index.nbytes
-        encoded: dict[tuple[int, ...], bytes | None] = {}
+        encoded: dict[tuple[int, ...], bytes | memoryview | None] = {}
         position = fmt.index_size(codec.index_codecs, cps) if start else 0
         if start:  # the index needs every size first
-            encoded = {c: inner.encode(np.ascontiguousarray(a)) for c, a in new.items()}
+            encoded = {c: inner.encode_buffer(np.ascontiguousarray(a)) for c, a in new.items()}
             at = position
             for c in sorted(kept.keys() | new.keys()):
                 n = kept[c][1] if c in kept else len(encoded[c] or b"")
@@ -221,7 +221,9 @@ def rewrite_shard(
                 if run is not None:
                     yield copy(*run)
                     run = None
-                data = encoded.pop(c) if start else inner.encode(np.ascontiguousarray(new[c]))
+                data = (
+                    encoded.pop(c) if start else inner.encode_buffer(np.ascontiguousarray(new[c]))
+                )
                 if data is None:
                     continue
                 nbytes = len(data)
