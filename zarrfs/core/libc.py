@@ -13,10 +13,16 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def function(name: str, argtypes: Sequence[Any] | None, restype: Any = ctypes.c_int) -> Any:
-    """The C library's ``name`` with these argument and result types, or None."""
+def function(
+    name: str,
+    argtypes: Sequence[Any] | None,
+    restype: Any = ctypes.c_int,
+    library: str | None = None,
+) -> Any:
+    """The C library's ``name`` (or that of the shared object at path ``library``) with these
+    argument and result types, or None."""
     try:
-        fn = getattr(ctypes.CDLL(None, use_errno=True), name)
+        fn = getattr(ctypes.CDLL(library, use_errno=True), name)
     except (OSError, AttributeError):
         return None
     if argtypes is not None:

@@ -23,7 +23,6 @@ Invariants:
 from __future__ import annotations
 
 import ctypes
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +34,7 @@ from zarrfs.core.codecs._bounded import check_claimed_size, encoded_size_bound
 from zarrfs.core.codecs._config import choice_field, int_field, refuse_unknown_keys
 from zarrfs.core.codecs.base import BytesBytesCodec, register_codec
 from zarrfs.core.errors import CorruptDataError, UnsupportedError
+from zarrfs.core.libc import function
 from zarrfs.core.pages import prefault
 
 CNAMES = ("blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd")
@@ -148,36 +148,16 @@ class BloscCodec(BytesBytesCodec):
 _MAX_OVERHEAD = 16
 
 
-class _CBlosc:
-    """c-blosc's ``blosc_compress_ctx``, reached through ctypes in the copy of the library
-    numcodecs' blosc extension carries (the function numcodecs itself calls from threads
-    other than the main one, with these arguments: the output is byte for byte numcodecs'
-    ``Blosc.encode``). ``None`` when that copy does not export it."""
-
-    _lock = threading.Lock()
-    _loaded = False
-    _compress: Any = None
-
-    @classmethod
-    def get(cls) -> Any:
-        with cls._lock:
-            if not cls._loaded:
-                cls._loaded = True
-                cls._compress = cls._load()
-            return cls._compress
-
-    @staticmethod
-    def _load() -> Any:
-        try:
-            compress = ctypes.CDLL(numcodecs.blosc.__file__ or "").blosc_compress_ctx
-        except (OSError, AttributeError):
-            return None
-        compress.restype = ctypes.c_int
-        compress.argtypes = [
-            ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p,
-            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int,
-        ]  # fmt: skip
-        return compress
+#: c-blosc's ``blosc_compress_ctx`` in the copy of the library numcodecs' blosc extension
+#: carries: the call numcodecs itself makes from threads other than the main one, with the
+#: same arguments, so its output is byte for byte numcodecs' ``Blosc.encode`` there; None
+#: where that copy does not export it
+_compress_ctx = function(
+    "blosc_compress_ctx",
+    [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p,
+     ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int],
+    library=numcodecs.blosc.__file__,
+)  # fmt: skip
 
 
 def compress_into_block(
@@ -186,7 +166,7 @@ def compress_into_block(
     """``data`` blosc-compressed into a reused block (``core/buffers.py``) rather than into
     fresh memory, as a read-only view; None when the library cannot be reached (the caller
     then compresses through numcodecs). The GIL is released while c-blosc works."""
-    compress = _CBlosc.get()
+    compress = _compress_ctx
     if compress is None:
         return None
     src = np.frombuffer(data, dtype=np.uint8)
