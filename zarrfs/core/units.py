@@ -261,12 +261,10 @@ class PlainUnits(UnitStrategy):
             return MISSING
         with reader:
             size = reader.size
-            if size > self.prepared.max_encoded_size:  # refused unread, as decode refuses it
-                raise CorruptDataError(
-                    f"stored object is {size} bytes, more than the "
-                    f"{self.prepared.max_encoded_size} any valid chunk of this array can take",
-                    key=key,
-                )
+            try:  # refused unread
+                self.prepared.check_encoded_size(size)
+            except CorruptDataError as exc:
+                raise CorruptDataError(str(exc), key=key) from None
             encoded = buffers.take(size, self.prepared.max_encoded_size)
             got = reader.readinto(encoded.data, 0)
         arr = self._decoded(key, encoded.data[:got])

@@ -139,15 +139,19 @@ class PreparedChain:
             [stages[0]] + [a + b for a, b in zip(stages, stages[1:], strict=False)]
         )
 
+    def check_encoded_size(self, nbytes: int) -> None:
+        """Refuse a stored object larger than any valid chunk of this spec can take."""
+        if nbytes > self.max_encoded_size:
+            raise CorruptDataError(
+                f"stored object is {nbytes} bytes, more than the {self.max_encoded_size} "
+                "any valid chunk of this array can take"
+            )
+
     def decode(self, data: bytes | memoryview) -> np.ndarray[Any, Any]:
         """Stored bytes -> C-contiguous array of ``spec.shape``/``spec.dtype`` (may be a
         read-only view of ``data``)."""
         try:
-            if len(data) > self.max_encoded_size:
-                raise CorruptDataError(
-                    f"stored object is {len(data)} bytes, more than the {self.max_encoded_size} "
-                    "any valid chunk of this array can take"
-                )
+            self.check_encoded_size(len(data))
             buf: bytes | memoryview = data
             for bb, bound in zip(reversed(self.chain.bytes_bytes), reversed(self.bb_bounds)):
                 buf = bb.decode(buf, bound)
