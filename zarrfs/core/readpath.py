@@ -124,7 +124,7 @@ class ReadPath(ArrayState):
         """The units of ``wanted`` to read straight from their stored files: a plain-bytes
         strategy, and neither dirty, cached nor being loaded, where the file spans the pieces
         need are not much larger than the pieces (``direct.worth``)."""
-        if not self._units.streams or not self._unit_spec.shape:  # (a 0-d box is a scalar)
+        if not self._units.direct or not self._unit_spec.shape:  # (a 0-d box is a scalar)
             return set()
         chosen = self._not_in_memory(wanted)
         if not chosen:
@@ -381,7 +381,7 @@ class ReadPath(ArrayState):
             return
         advised = max(end, self._prefetch_end)
         self._prefetch_end = end + window
-        if direct and self._units.streams:
+        if direct and self._units.direct:
             self._advise_ahead(advised, min(self.nbytes, end + window))
             return
         engine = self.engine

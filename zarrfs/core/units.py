@@ -12,12 +12,15 @@ Invariants:
   by the fill value;
 - a plain chunk is fetched with a byte range of at most its chain's ``max_encoded_size`` + 1
   bytes, so an oversized stored object costs no more memory than a valid chunk;
-- a streaming load (``streams``: a chain of the ``bytes`` codec alone, in the native byte
-  order, on a store that ``reads_into``) reads a chunk whose stored size is exactly the unit's
-  size straight into the unit array, front to back, and ``publish``es each prefix once it is
-  filled; nothing of a chunk of any other size is published (it is loaded as usual, and
-  refused as corrupt). Only a file changed in place while it is read can fail after a prefix
-  was published (a torn read, as with any reader of such a file);
+- a streaming load (``streams``: a chain of the ``bytes`` codec in the native byte order,
+  alone or followed by ``blosc`` alone, on a store that ``reads_into``) fills the unit array
+  front to back and ``publish``es each prefix once it is final. Plain bytes (``direct``): a
+  chunk whose stored size is exactly the unit's size is read straight into the unit array;
+  nothing of a chunk of any other size is published (it is loaded as usual, and refused as
+  corrupt). Blosc (``progressive``): the blocks are decoded in order as the stream is read
+  (``blosc.decode_progressively``); a stream it cannot take so is decoded whole, unpublished.
+  Only a file changed in place while it is read, or a damaged blosc block past a published
+  prefix, can fail after a prefix was published (the load then raises, as any load would);
 - ``load_memory`` bounds what a load holds before its units are cached;
 - ``store`` reserves the memory it holds (``Engine.working``) while it encodes and writes, and
   never marks anything clean; it stages its object in the flush's ``StoreGroup``, and the
@@ -38,6 +41,8 @@ import numpy as np
 
 from zarrfs.core import buffers
 from zarrfs.core.codecs.base import ChunkSpec
+from zarrfs.core.codecs.blosc import BloscCodec, decode_progressively
+from zarrfs.core.codecs.blosc import progressive_available as blosc_progressive_available
 from zarrfs.core.codecs.bytes import BytesCodec
 from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.codecs.sharding import ShardingCodec
@@ -119,6 +124,9 @@ class UnitStrategy(ABC):
 
     #: loads fill their unit arrays front to back and publish them as they go
     streams: bool = False
+    #: stored units are their elements as in memory: reads may copy from the stored
+    #: objects themselves (``read_direct``) and ask the store to fetch them ahead (``advise``)
+    direct: bool = False
 
     def load_memory(self, count: int) -> int:
         """What a load of ``count`` units holds at most: the fetched bytes and the units."""
@@ -149,7 +157,7 @@ class UnitStrategy(ABC):
     ) -> bool:
         """Copy ``unit[sel]`` into each ``dst`` of ``pieces`` straight from the stored object,
         opened through the mount's open chunks (``direct.read_pieces``; only where
-        ``streams``: the object is the unit's elements). False when the object is not a plain
+        ``direct``: the object is the unit's elements). False when the object is not a plain
         unit of the right size (then it is loaded as usual, which refuses it). With ``nowait``,
         ``BlockingIOError`` where that would wait (the chunk is not open yet, or its bytes are
         not in memory)."""
@@ -185,15 +193,25 @@ class PlainUnits(UnitStrategy):
         self.prepared: PreparedChain = metadata.codecs.prepare(self.chunk_spec)
         chain, spec = metadata.codecs, self.chunk_spec
         ab = chain.array_bytes
-        self.streams = (
+        # the chunk bytes decoded by the chain's ``bytes`` codec are the unit's elements as
+        # they are in memory
+        plain = (
             ctx.io.reads_into
             and isinstance(ab, BytesCodec)
             and not chain.array_array
-            and not chain.bytes_bytes
             and spec.dtype.kind not in "OT"
             and spec.dtype.isnative
             and ab.stored_dtype(spec.dtype) == spec.dtype
         )
+        self.direct = plain and not chain.bytes_bytes
+        #: blosc alone after ``bytes``: its blocks are decoded in order as they are read
+        self.progressive = (
+            plain
+            and len(chain.bytes_bytes) == 1
+            and isinstance(chain.bytes_bytes[0], BloscCodec)
+            and blosc_progressive_available()
+        )
+        self.streams = self.direct or self.progressive
         #: stored chunks are read into reused blocks: the chain's last decoding step
         #: (``bytes_bytes[0]``) decodes a buffer in place into memory of its own
         self.reads_encoded_into = (
@@ -201,16 +219,18 @@ class PlainUnits(UnitStrategy):
         )
 
     def load_memory(self, count: int) -> int:
-        # a streaming load reads into the unit array itself
-        return (1 if self.streams else 2) * self.unit_spec.nbytes * count
+        # a direct streaming load reads into the unit array itself
+        return (1 if self.direct else 2) * self.unit_spec.nbytes * count
 
     def load(
         self, outer: Coords, units: list[Coords], publish: Publish | None = None
     ) -> dict[Coords, Any]:
         (u,) = units
         key = self.ctx.key(u)
-        if self.streams and publish is not None:
+        if self.direct and publish is not None:
             return {u: self._stream(key, publish)}
+        if self.progressive and publish is not None:
+            return {u: self._stream_blosc(key, publish)}
         return {u: self._decode(key)}
 
     def _stream(self, key: str, publish: Publish) -> Any:
@@ -234,6 +254,64 @@ class PlainUnits(UnitStrategy):
                 publish(arr, start + len(piece))
         self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
         return arr
+
+    def _stream_blosc(self, key: str, publish: Publish) -> Any:
+        """The chunk's blosc blocks decoded into a new unit array as its bytes are read, a
+        piece at a time, published as it fills (``blosc.decode_progressively``); a stream
+        that cannot be decoded so is read whole and decoded as usual, unpublished."""
+        reader = self.open_stored(key)
+        if reader is None:
+            return MISSING
+        with reader:
+            size = reader.size
+            try:  # refused unread
+                self.prepared.check_encoded_size(size)
+            except CorruptDataError as exc:
+                raise CorruptDataError(str(exc), key=key) from None
+            encoded = buffers.take(size, self.prepared.max_encoded_size)
+            try:
+                arr = self._decode_progressively(reader, encoded, publish)
+            except CorruptDataError as exc:
+                raise CorruptDataError(str(exc), key=key) from None
+        if arr is not None:
+            self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
+            return arr
+        decoded = self._decoded(key, encoded.data[:size])
+        if np.may_share_memory(decoded, encoded):  # the chain kept a view of its input
+            decoded = decoded.copy()
+        return decoded
+
+    def _decode_progressively(
+        self, reader: ObjectReader, encoded: np.ndarray[Any, Any], publish: Publish
+    ) -> np.ndarray[Any, Any] | None:
+        """``_stream_blosc``'s unit array, or None with the whole stream read into
+        ``encoded`` when it cannot be decoded progressively."""
+        spec, size = self.unit_spec, reader.size
+        got = 0
+
+        def read_to(n: int) -> None:
+            # in steps of a piece at least: few calls, and the kernel reads ahead of them
+            nonlocal got
+            if n <= got:
+                return
+            stop = min(size, max(n, got + STREAM_PIECE))
+            got += reader.readinto(encoded.data[got:stop], got)
+            if got < n:
+                raise CorruptDataError(f"chunk file shrank to {got} bytes while it was read")
+
+        arr = buffers.empty(spec.shape, spec.dtype)
+        flat = arr.reshape(-1).view(np.uint8)
+
+        def done(ready: int) -> None:
+            publish(arr, ready)
+            if ready < len(flat):  # the next piece's fresh memory, in one call
+                prefault(flat[ready : ready + STREAM_PIECE].data)
+
+        prefault(flat[:STREAM_PIECE].data)
+        if decode_progressively(encoded, size, read_to, flat, STREAM_PIECE, done):
+            return arr
+        read_to(size)
+        return None
 
     def _decode(self, key: str) -> Any:
         if self.reads_encoded_into:

@@ -18,12 +18,16 @@ Invariants:
   header that claims more than ``max_size`` bytes or more compressed bytes than the buffer
   holds; c-blosc writes exactly the header's claim into a buffer of that size (it fails
   otherwise), which ``decode`` returns as a view.
+- ``decode_progressively`` writes only decoded bytes to its output, front to back, and tells
+  how far they are final; it hands c-blosc a stream whose header claims only the bytes read so
+  far (c-blosc checks every block against that claim), so no block is decoded from bytes not
+  yet read; a stream it cannot take that way is left to ``decode`` before anything is written.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numcodecs.blosc
@@ -181,6 +185,96 @@ def compress_into_block(
     out = dest[:written]
     out.flags.writeable = False
     return memoryview(out.data)
+
+
+#: c-blosc's ``blosc_getitem`` (decodes the blocks holding a range of items, in the calling
+#: thread, with a context of its own) in numcodecs' copy of the library; None where absent
+_getitem = function(
+    "blosc_getitem",
+    [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p],
+    library=numcodecs.blosc.__file__,
+)
+
+#: the only header format ``blosc_getitem`` of c-blosc 1.x reads
+_FORMAT_VERSION = 2
+
+
+def progressive_available() -> bool:
+    """True if ``decode_progressively`` can decode here (c-blosc's entry point was found)."""
+    return _getitem is not None
+
+
+def decode_progressively(
+    encoded: np.ndarray[Any, Any],
+    size: int,
+    read_to: Callable[[int], None],
+    out: np.ndarray[Any, Any],
+    piece: int,
+    done: Callable[[int], None],
+) -> bool:
+    """Decode the blosc stream of ``size`` bytes that is being read into ``encoded`` (uint8,
+    at least ``size`` long; ``read_to(n)`` returns once its first ``n`` bytes are there) into
+    ``out`` (uint8, contiguous, exactly the stream's decoded size), a run of blocks of about
+    ``piece`` bytes at a time, calling ``done(k)`` once the first ``k`` bytes of ``out`` are
+    final. The GIL is released while c-blosc decodes.
+
+    False, with nothing written to ``out``, when the stream is not one this can decode so (no
+    c-blosc entry point, another header format, an uncompressed payload, block starts that
+    overlap or leave the stream, a size that is not whole items): the caller decodes it
+    whole. Raises
+    ``CorruptDataError`` on a damaged stream (``out`` may then hold a final prefix)."""
+    if _getitem is None or size < HEADER_SIZE:
+        return False
+    read_to(HEADER_SIZE)
+    header = BloscHeader(encoded[:HEADER_SIZE].tobytes())
+    ts, bs, nbytes = header.typesize, header.blocksize, header.nbytes
+    if (
+        header.version != _FORMAT_VERSION
+        or header.flags & _MEMCPYED
+        or header.cbytes != size
+        or nbytes != len(out)
+        or nbytes == 0
+        or ts == 0
+        or bs <= 0
+        or bs % ts
+        or nbytes % ts
+    ):
+        return False
+    nblocks = -(-nbytes // bs)
+    first_data = HEADER_SIZE + 4 * nblocks
+    if first_data >= size:
+        return False
+    read_to(first_data)
+    starts = encoded[HEADER_SIZE:first_data].view("<i4").astype(np.int64)
+    # c-blosc's threads store blocks in the order they finish, so a block's bytes run from
+    # its start to the next start in the stream (or its end): distinct starts, all within it
+    order = np.argsort(starts, kind="stable")
+    placed = starts[order]
+    if placed[0] < first_data or placed[-1] >= size or np.any(np.diff(placed) <= 0):
+        return False
+    ends = np.empty_like(starts)
+    ends[order] = np.append(placed[1:], size)
+    # the bytes to have read before blocks [0, j] can all be decoded
+    needed = np.maximum.accumulate(ends)
+    per = max(1, piece // bs)
+    src, dest = encoded.ctypes.data, out.ctypes.data
+    claimed = encoded[12:16].view("<u4")
+    try:
+        for j0 in range(0, nblocks, per):
+            j1 = min(nblocks, j0 + per)
+            have = int(needed[j1 - 1])
+            read_to(have)
+            claimed[0] = have  # c-blosc refuses any block that would read past it
+            lo, hi = j0 * bs, min(nbytes, j1 * bs)
+            got = _getitem(src, lo // ts, (hi - lo) // ts, dest + lo)
+            if got != hi - lo:
+                raise CorruptDataError(
+                    f"blosc: blocks {j0}-{j1 - 1} of {nblocks} do not decode ({got})"
+                )
+            done(hi)
+    finally:
+        claimed[0] = size
+    return True
 
 
 def _parse(configuration: Mapping[str, Any]) -> tuple[str, int, str, int | None, int]:
