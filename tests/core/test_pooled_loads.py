@@ -109,3 +109,52 @@ def test_dirty_units_in_reused_blocks_store_what_was_written(tmp_path):
         engine.close()
     stored = zarr.open_array(str(tmp_path / "a"), mode="r")[...]
     assert np.array_equal(stored, new)
+
+
+@pytest.mark.parametrize(
+    "compressors",
+    [[BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")], None],
+    ids=["blosc", "uncompressed"],
+)
+def test_inner_chunks_of_shards_are_read_into_reused_blocks(tmp_path, compressors):
+    # inner chunks of 2 MiB, 4 to a shard, of noise that stays above 1 MiB compressed (pool
+    # blocks); uncompressed ones decode to a view of their block, which must be copied
+    # before the block is taken again
+    shape, shards, inner = (16, 512, 512), (8, 512, 512), (2, 512, 512)
+    z = zarr.create_array(str(tmp_path / "s"), shape=shape, chunks=inner, shards=shards,
+                          dtype="<f4", compressors=compressors)  # fmt: skip
+    data = np.random.default_rng(7).standard_normal(shape, dtype=np.float32)
+    z[...] = data
+    engine = Engine(cache_size=256 << 20, threads=1, prefetch_bytes=0)
+    try:
+        arr = open_array(LocalStore(tmp_path / "s"), "", engine)
+        reused = buffers.pool.reused
+        got = np.frombuffer(arr.read(0, data.nbytes), "<f4").reshape(shape)
+        assert np.array_equal(got, data)
+        # the inner chunks of a shard are read one after the other into one block
+        assert buffers.pool.reused > reused
+        assert _scribble_idle_blocks() > 0  # cached inner chunks never share an idle block
+        again = np.frombuffer(arr.read(0, data.nbytes), "<f4").reshape(shape)
+        assert np.array_equal(again, data)
+        assert engine.chunk_cache.stats()["hits"] >= 8
+    finally:
+        engine.close()
+
+
+def test_a_shard_shorter_than_its_index_says_is_refused(tmp_path):
+    shape = (4, 512, 512)
+    z = zarr.create_array(str(tmp_path / "s"), shape=shape, chunks=(1, 512, 512),
+                          shards=shape, dtype="<f4", compressors=None)  # fmt: skip
+    z[...] = 1.5
+    shard = tmp_path / "s" / "c" / "0" / "0" / "0"
+    raw = shard.read_bytes()
+    index = raw[-(4 * 16 + 4) :]  # 4 inner chunks x (offset, nbytes) + crc32c, at the end
+    shard.write_bytes(raw[: 2 << 20] + index)  # the last two inner chunks cut off
+    engine = Engine(cache_size=256 << 20, threads=1, prefetch_bytes=0)
+    try:
+        arr = open_array(LocalStore(tmp_path / "s"), "", engine)
+        assert arr.read(0, 4096) == np.full(1024, 1.5, "<f4").tobytes()
+        with pytest.raises(CorruptDataError, match="shard ends at"):
+            arr.read(3 << 20, 4096)
+    finally:
+        engine.close()

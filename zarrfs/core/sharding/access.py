@@ -11,8 +11,11 @@ Request pattern:
   when inner chunks are fetched: every range ``read_inner_chunks`` asks for must come back
   complete, or the shard is corrupt. No inner chunk is ever decoded from a short read.
 - ``read_inner_chunks``: one ``store.get_many`` call; byte ranges of the wanted inner chunks that
-  are closer than ``coalesce_gap`` bytes are merged into one request. An index entry longer than
-  any valid inner chunk is corrupt and is never fetched.
+  are closer than ``coalesce_gap`` bytes are merged into one request. On a store that
+  ``reads_into`` (a local file), the shard is opened once instead and each inner chunk is read
+  into a reused block (``core/buffers.py``) sized for the largest valid inner chunk, decoded,
+  and its block taken again by the next: no fresh memory for the encoded bytes. An index
+  entry longer than any valid inner chunk is corrupt and is never fetched.
 - ``rewrite_shard``: one index read as above (skipped when every inner chunk is replaced), then
   exactly one ``store.set_stream`` (or ``store.delete`` when nothing is left) during which the
   kept inner chunks are read in ranges of at most ``COPY_SPAN`` bytes (runs of chunks adjacent
@@ -36,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from zarrfs.core import buffers
 from zarrfs.core.codecs.base import ChunkSpec
 from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.codecs.sharding import ShardingCodec
@@ -117,6 +121,9 @@ def read_inner_chunks(
             wanted[c] = entry
     if not wanted:
         return result
+    if store.reads_into:
+        result.update(_read_into_blocks(store, key, codec, shard_spec, wanted, inner))
+        return result
     spans = coalesce(wanted.values(), coalesce_gap)
     blobs = store.get_many([(key, ByteRange(start, end - start)) for start, end in spans])
     if len(blobs) != len(spans):
@@ -133,6 +140,46 @@ def read_inner_chunks(
         except CorruptDataError as exc:
             raise _with_key(exc, key) from exc
     return result
+
+
+def _read_into_blocks(
+    store: Store,
+    key: str,
+    codec: ShardingCodec,
+    shard_spec: ChunkSpec,
+    wanted: Mapping[tuple[int, ...], tuple[int, int]],
+    inner: PreparedChain,
+) -> dict[tuple[int, ...], np.ndarray[Any, Any]]:
+    """``read_inner_chunks`` on a store that reads into buffers: the wanted inner chunks read
+    one after the other, in the shard's order, each into a block of the same size class."""
+    reader = store.open_reader(key)
+    if reader is None:  # removed since its index was read
+        raise CorruptDataError("shard disappeared while its inner chunks were read", key=key)
+    out: dict[tuple[int, ...], np.ndarray[Any, Any]] = {}
+    with reader:
+        for c, (offset, nbytes) in sorted(wanted.items(), key=lambda item: item[1][0]):
+            if offset + nbytes > reader.size:
+                raise CorruptDataError(
+                    f"shard index points at bytes [{offset}, {offset + nbytes}) but the shard "
+                    f"ends at {reader.size}",
+                    key=key,
+                )
+            encoded = buffers.take(nbytes, inner.max_encoded_size)
+            got = reader.readinto(encoded.data, offset)
+            if got != nbytes:
+                raise CorruptDataError(
+                    f"shard shrank while inner chunk {c} was read ({got} of {nbytes} bytes)",
+                    key=key,
+                )
+            try:
+                arr = codec.decode_inner(encoded.data, shard_spec, c, inner)
+            except CorruptDataError as exc:
+                raise _with_key(exc, key) from exc
+            # a unit that is a view of its block (no compression) would keep that block, a
+            # size larger than the unit, for as long as it is cached: copied into its own
+            out[c] = buffers.copy(arr) if np.may_share_memory(arr, encoded) else arr
+            del encoded, arr
+    return out
 
 
 def rewrite_shard(
