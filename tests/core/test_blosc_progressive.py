@@ -10,6 +10,7 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
+from gated_store import GatedStore
 from zarr.codecs import BloscCodec
 
 from zarrfs.core.array import Engine
@@ -17,7 +18,6 @@ from zarrfs.core.codecs.blosc import HEADER_SIZE, decode_progressively
 from zarrfs.core.errors import CorruptDataError
 from zarrfs.core.hierarchy import open_array
 from zarrfs.core.stores.local import LocalStore
-from zarrfs.core.units import STREAM_PIECE
 
 GARBAGE = 0xA5
 
@@ -158,30 +158,6 @@ def test_streams_it_cannot_take_are_left_to_the_whole_decode_untouched(damage):
     ok, out, done, _ = _decode(bytes(stream), len(data))
     assert not ok and not done
     assert (out == GARBAGE).all()
-
-
-class GatedStore(LocalStore):
-    """Reads of chunk files stop at ``STREAM_PIECE`` bytes until ``gate`` is set."""
-
-    def __init__(self, root):
-        super().__init__(root)
-        self.gate = threading.Event()
-        self.opened: list[str] = []
-
-    def open_reader(self, key):
-        reader = super().open_reader(key)
-        if reader is None or not key.startswith("c/"):
-            return reader
-        self.opened.append(key)
-        gate, inner = self.gate, reader.readinto
-
-        def readinto(buf, offset, nowait=False):
-            if offset + len(buf) > STREAM_PIECE:
-                assert gate.wait(30), "the test never opened the gate"
-            return inner(buf, offset, nowait)
-
-        reader.readinto = readinto
-        return reader
 
 
 def test_a_blosc_chunk_is_served_from_its_first_blocks_while_the_rest_is_read(tmp_path):

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 import zarr
+from gated_store import GatedStore
 
 from zarrfs.core.array import Engine
 from zarrfs.core.errors import CorruptDataError
@@ -18,30 +19,6 @@ from zarrfs.core.stores.local import LocalStore
 from zarrfs.core.units import STREAM_PIECE
 
 SHAPE = (8, 256, 256)  # one float32 chunk of 2 MiB: two streamed pieces
-
-
-class GatedStore(LocalStore):
-    """Reads of chunk files stop before their second piece until ``gate`` is set."""
-
-    def __init__(self, root):
-        super().__init__(root)
-        self.gate = threading.Event()
-        self.opened: list[str] = []
-
-    def open_reader(self, key):
-        reader = super().open_reader(key)
-        if reader is None or not key.startswith("c/"):
-            return reader
-        self.opened.append(key)
-        gate, inner = self.gate, reader.readinto
-
-        def readinto(buf, offset, nowait=False):
-            if offset >= STREAM_PIECE:
-                assert gate.wait(30), "the test never opened the gate"
-            return inner(buf, offset, nowait)
-
-        reader.readinto = readinto
-        return reader
 
 
 def _array(tmp_path, data=None):

@@ -259,15 +259,11 @@ class PlainUnits(UnitStrategy):
         """The chunk's blosc blocks decoded into a new unit array as its bytes are read, a
         piece at a time, published as it fills (``blosc.decode_progressively``); a stream
         that cannot be decoded so is read whole and decoded as usual, unpublished."""
-        reader = self.open_stored(key)
+        reader = self._open_checked(key)
         if reader is None:
             return MISSING
         with reader:
             size = reader.size
-            try:  # refused unread
-                self.prepared.check_encoded_size(size)
-            except CorruptDataError as exc:
-                raise CorruptDataError(str(exc), key=key) from None
             encoded = buffers.take(size, self.prepared.max_encoded_size)
             try:
                 arr = self._decode_progressively(reader, encoded, publish)
@@ -276,10 +272,7 @@ class PlainUnits(UnitStrategy):
         if arr is not None:
             self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
             return arr
-        decoded = self._decoded(key, encoded.data[:size])
-        if np.may_share_memory(decoded, encoded):  # the chain kept a view of its input
-            decoded = decoded.copy()
-        return decoded
+        return self._decoded_from_block(key, encoded, size)
 
     def _decode_progressively(
         self, reader: ObjectReader, encoded: np.ndarray[Any, Any], publish: Publish
@@ -334,18 +327,31 @@ class PlainUnits(UnitStrategy):
         """``_decode`` for a chain that decodes into memory of its own: the stored object is
         read into a pool block (``core/buffers.py``) that is reused once the chunk is decoded,
         instead of into fresh memory for every chunk."""
-        reader = self.open_stored(key)
+        reader = self._open_checked(key)
         if reader is None:
             return MISSING
         with reader:
-            size = reader.size
-            try:  # refused unread
-                self.prepared.check_encoded_size(size)
-            except CorruptDataError as exc:
-                raise CorruptDataError(str(exc), key=key) from None
-            encoded = buffers.take(size, self.prepared.max_encoded_size)
+            encoded = buffers.take(reader.size, self.prepared.max_encoded_size)
             got = reader.readinto(encoded.data, 0)
-        arr = self._decoded(key, encoded.data[:got])
+        return self._decoded_from_block(key, encoded, got)
+
+    def _open_checked(self, key: str) -> ObjectReader | None:
+        """The stored chunk open for reads, or None if it is not stored; one larger than
+        any valid chunk is refused unread."""
+        reader = self.open_stored(key)
+        if reader is not None:
+            try:
+                self.prepared.check_encoded_size(reader.size)
+            except CorruptDataError as exc:
+                reader.close()
+                raise CorruptDataError(str(exc), key=key) from None
+        return reader
+
+    def _decoded_from_block(self, key: str, encoded: np.ndarray[Any, Any], size: int) -> Any:
+        """The chunk decoded from the first ``size`` bytes of the pool block ``encoded``, not
+        a view of it: a cached unit over that block would keep it (a block sized for the
+        largest valid chunk) from the next load for as long as the unit is cached."""
+        arr = self._decoded(key, encoded.data[:size])
         if np.may_share_memory(arr, encoded):  # the chain kept a view of its input after all
             arr = arr.copy()
         return arr
