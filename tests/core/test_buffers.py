@@ -146,3 +146,13 @@ def test_an_engine_leaves_its_pool_share_out_of_the_chunk_cache():
 def _collect():
     yield
     gc.collect()
+
+
+def test_apart_copies_only_a_view_of_the_block():
+    block = buffers.take(2 << 20)
+    block[:] = 7
+    view = block[: 1 << 20]
+    out = buffers.apart(view, block)
+    assert not np.may_share_memory(out, block) and (out == 7).all()
+    other = np.ones(4, dtype=np.uint8)
+    assert buffers.apart(other, block) is other

@@ -160,6 +160,13 @@ def copy(arr: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return out
 
 
+def apart(arr: np.ndarray[Any, Any], block: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``arr``, or a copy of it (``copy``) where it is a view of ``block``: a result decoded
+    from a block is kept (cached) longer than the block is needed, and a view would keep the
+    block, sized for the largest input, from being taken again until then."""
+    return copy(arr) if np.may_share_memory(arr, block) else arr
+
+
 def configure(limit: int) -> None:
     """Keep at most ``limit`` idle bytes (the mount's share of its memory bound)."""
     pool.limit = limit

@@ -348,13 +348,9 @@ class PlainUnits(UnitStrategy):
         return reader
 
     def _decoded_from_block(self, key: str, encoded: np.ndarray[Any, Any], size: int) -> Any:
-        """The chunk decoded from the first ``size`` bytes of the pool block ``encoded``, not
-        a view of it: a cached unit over that block would keep it (a block sized for the
-        largest valid chunk) from the next load for as long as the unit is cached."""
-        arr = self._decoded(key, encoded.data[:size])
-        if np.may_share_memory(arr, encoded):  # the chain kept a view of its input after all
-            arr = arr.copy()
-        return arr
+        """The chunk decoded from the first ``size`` bytes of the pool block ``encoded``, never
+        a view of that block (``buffers.apart``)."""
+        return buffers.apart(self._decoded(key, encoded.data[:size]), encoded)
 
     def store(
         self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]], group: StoreGroup

@@ -175,9 +175,7 @@ def _read_into_blocks(
                 arr = codec.decode_inner(encoded.data, shard_spec, c, inner)
             except CorruptDataError as exc:
                 raise _with_key(exc, key) from exc
-            # a unit that is a view of its block (no compression) would keep that block, a
-            # size larger than the unit, for as long as it is cached: copied into its own
-            out[c] = buffers.copy(arr) if np.may_share_memory(arr, encoded) else arr
+            out[c] = buffers.apart(arr, encoded)  # (uncompressed: a view of the block)
             del encoded, arr
     return out
 
