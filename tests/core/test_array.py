@@ -241,6 +241,41 @@ def test_dirty_bytes_are_bounded_per_mount_and_return_to_zero(tmp_path):
         assert got[:, 0].tolist() == [float(i + 1) for i in range(8)]
 
 
+def test_a_writer_through_over_the_limit_waits_for_the_flush_in_progress_and_no_more(
+    tmp_path, monkeypatch
+):
+    """An array written through (core/writethrough.py): a flush in progress (a write-behind)
+    takes the dirty bytes back under the limit, so the writer that passed the limit waits for
+    it and stores nothing more itself (which would store partly written units now and again
+    once complete)."""
+    zarr.create_array(str(tmp_path / "a"), shape=(2048, 1024), chunks=(128, 1024), dtype="<f8",
+                      compressors=None)  # fmt: skip
+    engine = Engine(cache_size=16 << 20)  # dirty limit 12 MiB = 12 chunks of 1 MiB
+    a = open_array(LocalStore(tmp_path / "a"), "", engine)
+    assert a._units.write_through is not None
+    monkeypatch.setattr(a, "_write_behind", lambda: None)  # the test plays the write-behind
+    unit = 1 << 20
+    for i in range(12):  # complete units, up to the limit
+        a.write(i * unit, np.full(unit // 8, i + 1, "<f8").tobytes())
+    assert engine.dirty_bytes == engine.dirty_limit
+    with a._flush_lock:  # a flush in progress
+        writer = threading.Thread(target=a.write, args=(12 * unit, b"\1" * 8192))
+        writer.start()
+        deadline = time.monotonic() + 10
+        while engine.dirty_bytes <= engine.dirty_limit and time.monotonic() < deadline:
+            time.sleep(0.001)
+        a._flush_locked(only=[(i, 0) for i in range(4)])  # stores 4 complete units
+    writer.join(10)
+    assert not writer.is_alive()
+    assert engine.dirty_bytes == 9 * unit  # 8 complete units and the partial one
+    stored = [i for i in range(16) if (tmp_path / "a" / "c" / str(i) / "0").exists()]
+    assert stored == [0, 1, 2, 3]
+    a.flush()
+    got = np.frombuffer(a.read(0, 13 * unit), "<f8").reshape(13, -1)
+    assert got[:12, 0].tolist() == [float(i + 1) for i in range(12)]
+    engine.close()
+
+
 @pytest.mark.parametrize("sharded", [False, True])
 def test_read_cached_answers_only_from_clean_cached_units_and_never_touches_the_store(
     tmp_path, sharded

@@ -85,6 +85,21 @@ class Flushing(ReadPath):
         with self._flush_lock:
             self._flush_locked(down_to, only)
 
+    def relieve(self, limit: int) -> None:
+        """Back-pressure on a writer that took the dirty bytes over ``limit``: the oldest
+        units are stored, down to half the limit.
+
+        An array whose units are written through (``core/writethrough.py``) first waits for
+        the flush in progress (a write-behind storing the complete units: their bytes are
+        mostly on disk already) and stores more only if the dirty bytes are still over the
+        limit then: storing the partly written units of the next layer as well would end
+        their streams and store them twice. Measured (512 MiB ``dd`` over the benchmark's
+        arrays, alternating runs): ``bytes`` 556-598 MiB/s against 507 storing them; the
+        same wait for blosc chunks, which are not written through, 256 against 323."""
+        with self._flush_lock:
+            if self._units.write_through is None or self.engine.dirty_bytes > limit:
+                self._flush_locked(down_to=limit // 2)
+
     def _flush_locked(
         self, down_to: int | None = None, only: Sequence[Coords] | None = None
     ) -> None:

@@ -253,6 +253,7 @@ class ReadPath(ArrayState):
                     arr = self._dirty.get(u)
                 if rows is None or arr is None:
                     continue
+                self._units.unstream(u)  # its stream, if any, cannot hold these rows
                 keep = ~rows
                 if old[u] is MISSING:
                     arr[keep] = self._unit_spec.fill_value

@@ -57,7 +57,8 @@ from zarrfs.core.sharding.access import (
     rewrite_memory,
     rewrite_shard,
 )
-from zarrfs.core.stores.base import ByteRange, ObjectReader, Store, StoreGroup
+from zarrfs.core.stores.base import ByteRange, ObjectReader, Store, StoreGroup, TempObject
+from zarrfs.core.writethrough import UnitStreams
 
 Coords = tuple[int, ...]
 #: ``publish(array, ready)``: the first ``ready`` bytes of the unit ``array`` are loaded
@@ -131,6 +132,20 @@ class UnitStrategy(ABC):
     def load_memory(self, count: int) -> int:
         """What a load of ``count`` units holds at most: the fetched bytes and the units."""
         return 2 * self.unit_spec.nbytes * count
+
+    #: units written front to back are stored while they are written (``writethrough``)
+    write_through: UnitStreams | None = None
+
+    def wrote(self, unit: Coords, arr: np.ndarray[Any, Any], sel: tuple[slice, ...]) -> None:
+        """A write copied the piece ``sel`` of ``unit`` into its dirty array ``arr`` (its
+        stripe lock held; never blocks)."""
+        if self.write_through is not None:
+            self.write_through.wrote(unit, arr, sel)
+
+    def unstream(self, unit: Coords) -> None:
+        """``unit``'s dirty array is changed other than by a write (its unwritten rows)."""
+        if self.write_through is not None:
+            self.write_through.drop(unit)
 
     @abstractmethod
     def load(
@@ -212,6 +227,8 @@ class PlainUnits(UnitStrategy):
             and blosc_progressive_available()
         )
         self.streams = self.direct or self.progressive
+        if self.direct and spec.shape and UnitStreams.worth(spec.nbytes):
+            self.write_through = UnitStreams(ctx.io, ctx.key, spec.shape, spec.dtype.itemsize)
         #: stored chunks are read into reused blocks: the chain's last decoding step
         #: (``bytes_bytes[0]``) decodes a buffer in place into memory of its own
         self.reads_encoded_into = (
@@ -358,8 +375,15 @@ class PlainUnits(UnitStrategy):
         arr = units[outer]
         key = self.ctx.key(outer)
         store, engine = self.ctx.io, self.ctx.engine
+        temp = self.write_through.take(outer, arr) if self.write_through is not None else None
         if self.chunk_spec.is_fill(arr):
+            if temp is not None:
+                temp.discard()
             store.delete(key)
+            return
+        if temp is not None and _adopted(group, temp):  # stored while it was written
+            engine.stats.add(self.ctx.path, "bytes_stored", arr.nbytes)
+            engine.stats.add(self.ctx.path, "units_written_through")
             return
         with engine.working(self.prepared.encode_memory):
             # a view of the frozen unit where the chain allows (it is copied, never changed,
@@ -438,6 +462,18 @@ class ShardedUnits(UnitStrategy):
     def committed(self, outer: Coords) -> None:
         # an index read while the new shard was staged is the old one: drop it again
         self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
+
+
+def _adopted(group: StoreGroup, temp: TempObject) -> bool:
+    """``group.adopt(temp)``; False, with ``temp`` discarded, when it cannot or fails (the
+    unit is then stored the usual way, which reports any error that lasts)."""
+    try:
+        if group.adopt(temp):
+            return True
+    except (OSError, StoreError):  # adopt discarded it
+        return False
+    temp.discard()
+    return False
 
 
 def _naming(key: str, call: Callable[..., Any], *args: Any) -> Any:

@@ -84,7 +84,7 @@ class WritePath(Flushing):
         limit = self.engine.dirty_limit
         assert limit is not None
         if total > limit and not inline:
-            self.flush(down_to=limit // 2)
+            self.relieve(limit)
         elif total > limit // 4:
             self._write_behind()
         return True
@@ -242,6 +242,7 @@ class WritePath(Flushing):
                     self._dirty[unit] = arr
                     self._frozen.discard(unit)
             arr[sel] = values
+            self._units.wrote(unit, arr, sel)
             with self._lock:
                 rows = self._unknown.get(unit)
                 if rows is not None:

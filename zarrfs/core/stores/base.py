@@ -202,6 +202,12 @@ class Store(ABC):
         together."""
         return StoreGroup(self)
 
+    def open_temp(self, key: str, size: int) -> TempObject | None:
+        """A new object for ``key`` of ``size`` bytes, written front to back while it is
+        produced and invisible until a group of this store adopts it (``StoreGroup.adopt``);
+        None where the store cannot (the default): the object is then ``set`` as usual."""
+        return None
+
     def delete(self, key: str) -> None:
         """Remove ``key`` (no error if it is missing)."""
         raise ReadOnlyError(f"store {self.url or type(self).__name__} is read-only")
@@ -263,8 +269,34 @@ class StoreGroup:
     def set_stream(self, key: str, parts: Callable[[], Iterable[bytes | memoryview]]) -> None:
         self.store.set_stream(key, parts)
 
+    def adopt(self, temp: TempObject) -> bool:
+        """Stage ``temp`` (complete: every byte appended) as ``set`` would stage its bytes;
+        False where the group cannot (the default; ``temp`` is then left to the caller)."""
+        return False
+
     def commit(self) -> None:
         """Make every staged object visible and durable."""
 
     def abort(self) -> None:
         """Drop the staged objects that are not committed (never raises)."""
+
+
+class TempObject:
+    """A new object being written front to back (``Store.open_temp``), not visible under its
+    key until a ``StoreGroup`` of its store adopts it and commits. Used by one thread at a
+    time; ``discard`` unlinks it and may be called at any point (never raises)."""
+
+    key: str = ""
+    #: bytes appended so far
+    written: int = 0
+
+    def append(self, data: memoryview) -> None:
+        """Write ``data`` (a byte view, not kept after the call) after the bytes so far."""
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Every byte is appended: make them durable now, ahead of the adoption (the default
+        does nothing; adoption and commit do what is left)."""
+
+    def discard(self) -> None:
+        """Drop the object (its storage is freed; nothing becomes visible)."""

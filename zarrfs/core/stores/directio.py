@@ -234,7 +234,7 @@ class DirectWriter:
         self.written += done
 
 
-def _allocate(fd: int, size: int) -> None:
+def allocate(fd: int, size: int) -> None:
     """Reserve ``size`` bytes for the file at once where the file system can (direct writes
     appended piece by piece otherwise get an extent each when several files grow at once)."""
     try:
@@ -250,7 +250,7 @@ def write_pieces(fd: int, pieces: Iterable[bytes | memoryview]) -> None:
     writer = DirectWriter(fd, direct=size is None or size >= DIRECT_MIN)
     try:
         if size is not None and writer.direct_possible:
-            _allocate(fd, size)  # one extent, as delayed allocation gives buffered writes
+            allocate(fd, size)  # one extent, as delayed allocation gives buffered writes
         for piece in pieces:
             with memoryview(piece) as raw, raw.cast("B") as data:
                 writer.write(data)

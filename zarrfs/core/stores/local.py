@@ -47,6 +47,7 @@ from zarrfs.core.stores.base import (
     RangeRequest,
     Store,
     StoreGroup,
+    TempObject,
     check_key,
     check_prefix,
     resolve_range,
@@ -56,8 +57,10 @@ from zarrfs.core.stores.fileio import FileReader, pread_all
 from zarrfs.core.stores.localgroup import (
     TEMP_PREFIX,
     LocalGroup,
+    LocalTemp,
     Pieces,
     Staged,
+    create_temp,
     publish,
     replace_file,
     unlink_quietly,
@@ -393,6 +396,21 @@ class LocalStore(LocalListing, Store):
         if type(self).set_stream is not LocalStore.set_stream:
             return super().group()
         return LocalGroup(self, self._stage, self._commit_staged, self._discard)
+
+    def open_temp(self, key: str, size: int) -> TempObject | None:
+        """A temporary file in the key's directory (``LocalTemp``); None for a subclass that
+        overrides ``set_stream`` (it sees every object it stores)."""
+        if type(self).set_stream is not LocalStore.set_stream or not self.writable:
+            return None
+        parts = self._parts(key)
+        temp, fd = self._in_key_dir(key, lambda dir_fd, name: create_temp(dir_fd))
+        staged = Staged(key, tuple(parts[:-1]), parts[-1], temp)
+        try:
+            return LocalTemp(self, staged, fd, size, self._discard)
+        except BaseException:
+            os.close(fd)
+            self._discard([staged])
+            raise
 
     def _stage(self, key: str, pieces: Pieces) -> Staged:
         parts = self._parts(key)

@@ -6,7 +6,9 @@ renamed over the key, then the directory fsynced. ``LocalGroup`` is group commit
 
 1. stage: each object goes to a temporary file in its key's directory, written by the thread
    that produced it, which then starts the file's write-back without waiting for it
-   (``sync_file_range``), so the disk works while the flush's other objects are encoded;
+   (``sync_file_range``), so the disk works while the flush's other objects are encoded; or
+   a temporary file written earlier, front to back while its bytes were produced
+   (``LocalTemp``, ``Store.open_temp``), is adopted as it is;
 2. commit: every temporary file is fsynced (its data mostly on disk by then), renamed over
    its key, then each directory that got a rename is fsynced once (not once per object).
 
@@ -30,8 +32,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from zarrfs.core.libc import function
-from zarrfs.core.stores.base import Store, StoreGroup
-from zarrfs.core.stores.directio import write_pieces
+from zarrfs.core.stores.base import Store, StoreGroup, TempObject
+from zarrfs.core.stores.directio import (
+    DIRECT_MIN,
+    DirectWriter,
+    allocate,
+    direct_capable,
+    write_pieces,
+)
 
 #: prefix of the temporary files of an unfinished ``set``; never keys
 TEMP_PREFIX = ".zarrfs-tmp-"
@@ -46,8 +54,7 @@ def write_temp(dir_fd: int, pieces: Iterable[bytes | memoryview], sync: bool = T
     as it comes, with direct I/O where it can: ``directio``), fsynced (``sync``; else only the
     write-back of what went through the page cache started) and closed; its name. If anything
     fails it is unlinked."""
-    temp = TEMP_PREFIX + secrets.token_hex(8)
-    fd = os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=dir_fd)
+    temp, fd = create_temp(dir_fd)
     try:
         try:
             write_pieces(fd, pieces)
@@ -61,6 +68,12 @@ def write_temp(dir_fd: int, pieces: Iterable[bytes | memoryview], sync: bool = T
         unlink_quietly(dir_fd, temp)
         raise
     return temp
+
+
+def create_temp(dir_fd: int) -> tuple[str, int]:
+    """A new, empty temporary file in ``dir_fd``, open for writing: (its name, descriptor)."""
+    temp = TEMP_PREFIX + secrets.token_hex(8)
+    return temp, os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=dir_fd)
 
 
 def unlink_quietly(dir_fd: int, name: str) -> None:
@@ -158,10 +171,23 @@ class LocalGroup(StoreGroup):
         self.set_stream(key, lambda: (view,))
 
     def set_stream(self, key: str, parts: Pieces) -> None:
-        staged = self._stage(key, parts)
+        self._add(self._stage(key, parts))
+
+    def adopt(self, temp: TempObject) -> bool:
+        if not isinstance(temp, LocalTemp) or temp.store is not self.store:
+            return False
+        try:
+            staged = temp.seal()
+        except BaseException:
+            temp.discard()
+            raise
+        self._add(staged)
+        return True
+
+    def _add(self, staged: Staged) -> None:
         with self._lock:
-            earlier = self._staged.pop(key, None)
-            self._staged[key] = staged
+            earlier = self._staged.pop(staged.key, None)
+            self._staged[staged.key] = staged
         if earlier is not None:  # staged twice: the later bytes win
             self._discard([earlier])
 
@@ -180,3 +206,58 @@ class LocalGroup(StoreGroup):
         staged = self._take()
         if staged:
             self._discard(staged)
+
+
+class LocalTemp(TempObject):
+    """A temporary file in its key's directory, written front to back (``DirectWriter``:
+    direct I/O where it can, the file allocated whole first), then sealed (its write-back
+    started, closed) and adopted by a ``LocalGroup`` of the same store, which fsyncs and
+    renames it at commit like any staged object."""
+
+    def __init__(
+        self,
+        store: Store,
+        staged: Staged,
+        fd: int,
+        size: int,
+        discard: Callable[[list[Staged]], None],
+    ) -> None:
+        self.store = store
+        self.key = staged.key
+        self.written = 0
+        self._staged = staged
+        self._fd = fd
+        self._discard_staged = discard
+        self._writer = DirectWriter(fd, direct=size >= DIRECT_MIN)
+        if self._writer.direct_possible and direct_capable(fd):
+            allocate(fd, size)
+
+    def append(self, data: memoryview) -> None:
+        self._writer.write(data)
+        self.written += len(data)
+
+    def finish(self) -> None:
+        # fsynced here, by the thread that wrote it, the commit's fsync finds nothing to do
+        self._writer.finish()
+        os.fsync(self._fd)
+
+    def seal(self) -> Staged:
+        """Write what the writer holds, start the file's write-back and close it; the file,
+        as staged (on an error the caller discards it)."""
+        self._writer.finish()
+        start_writeback(self._fd)
+        self._close()
+        return self._staged
+
+    def _close(self) -> None:
+        self._writer.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def discard(self) -> None:
+        try:
+            self._close()
+        except OSError:
+            pass
+        self._discard_staged([self._staged])

@@ -19,7 +19,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from zarrfs.core.errors import MetadataError
-from zarrfs.core.stores.base import ByteRange, ObjectReader, RangeRequest, Store, StoreGroup
+from zarrfs.core.stores.base import (
+    ByteRange,
+    ObjectReader,
+    RangeRequest,
+    Store,
+    StoreGroup,
+    TempObject,
+)
 
 
 class StoreWrapper(Store):
@@ -81,6 +88,13 @@ class StoreWrapper(Store):
 
     def group(self) -> StoreGroup:
         return self.inner.group()
+
+    def open_temp(self, key: str, size: int) -> TempObject | None:
+        if type(self).set is not StoreWrapper.set or (
+            type(self).set_stream is not StoreWrapper.set_stream
+        ):  # a wrapper that observes or changes sets sees every object it stores
+            return None
+        return self.inner.open_temp(key, size)
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)
