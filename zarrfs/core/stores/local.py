@@ -60,10 +60,10 @@ from zarrfs.core.stores.localgroup import (
     LocalTemp,
     Pieces,
     Staged,
+    commit_staged,
     create_temp,
-    publish,
+    discard_staged,
     replace_file,
-    unlink_quietly,
     write_temp,
 )
 from zarrfs.core.stores.locallist import LocalListing, SymlinkRefused
@@ -419,41 +419,14 @@ class LocalStore(LocalListing, Store):
 
     def _commit_staged(self, staged: list[Staged]) -> None:
         """Rename every staged temporary over its key, fsyncing each directory once."""
-        by_dir: dict[tuple[str, ...], list[Staged]] = {}
-        for st in staged:
-            by_dir.setdefault(st.parts, []).append(st)
-        pending = list(by_dir.items())
-        try:
-            while pending:
-                parts, group = pending[0]
-                key = group[0].key
-                try:
-                    dir_fd = self._open_dir(parts, key, create=False)
-                    if dir_fd is None:  # a temporary keeps its directory: removed from outside
-                        raise StoreError(f"{self.url}: {key!r}: its directory disappeared")
-                    try:
-                        pending.pop(0)
-                        publish(dir_fd, [(st.temp, st.name) for st in group], sync=True)
-                    finally:
-                        os.close(dir_fd)
-                except IsADirectoryError:
-                    raise StoreError(f"{self.url}: {key!r} is a directory") from None
-                except OSError as exc:
-                    raise self._error(key, exc) from exc
-        except BaseException:
-            self._discard([st for _, group in pending for st in group])
-            raise
+        commit_staged(staged, self._existing_dir, self._error, self.url)
 
     def _discard(self, staged: list[Staged]) -> None:
         """Unlink staged temporaries (never raises)."""
-        for st in staged:
-            try:
-                dir_fd = self._open_dir(st.parts, st.key, create=False)
-            except (OSError, StoreError):
-                continue
-            if dir_fd is not None:
-                unlink_quietly(dir_fd, st.temp)
-                os.close(dir_fd)
+        discard_staged(staged, self._existing_dir)
+
+    def _existing_dir(self, parts: Sequence[str], key: str) -> int | None:
+        return self._open_dir(parts, key, create=False)
 
     def _in_key_dir(self, key: str, action: Callable[[int, str], T]) -> T:
         """``action(dir_fd, name)`` in the key's directory (created if missing), walking

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from zarrfs.core.errors import StoreError
 from zarrfs.core.libc import function
 from zarrfs.core.stores.base import Store, StoreGroup, TempObject
 from zarrfs.core.stores.directio import (
@@ -119,6 +120,56 @@ def publish(dir_fd: int, renames: Sequence[tuple[str, str]], sync: bool = False)
                 unlink_quietly(dir_fd, left)
             raise
     os.fsync(dir_fd)
+
+
+def commit_staged(
+    staged: list[Staged],
+    open_dir: Callable[[tuple[str, ...], str], int | None],
+    error: Callable[[str, OSError], Exception],
+    url: str,
+) -> None:
+    """Rename every staged temporary over its key, fsyncing each directory once
+    (``publish``); ``open_dir(parts, key)`` opens an existing directory of the store (None:
+    missing), ``error(key, exc)`` names the key in a store error. If anything fails, what was
+    not renamed is unlinked and the error raised."""
+    by_dir: dict[tuple[str, ...], list[Staged]] = {}
+    for st in staged:
+        by_dir.setdefault(st.parts, []).append(st)
+    pending = list(by_dir.items())
+    try:
+        while pending:
+            parts, group = pending[0]
+            key = group[0].key
+            try:
+                dir_fd = open_dir(parts, key)
+                if dir_fd is None:  # a temporary keeps its directory: removed from outside
+                    raise StoreError(f"{url}: {key!r}: its directory disappeared")
+                try:
+                    pending.pop(0)
+                    publish(dir_fd, [(st.temp, st.name) for st in group], sync=True)
+                finally:
+                    os.close(dir_fd)
+            except IsADirectoryError:
+                raise StoreError(f"{url}: {key!r} is a directory") from None
+            except OSError as exc:
+                raise error(key, exc) from exc
+    except BaseException:
+        discard_staged([st for _, group in pending for st in group], open_dir)
+        raise
+
+
+def discard_staged(
+    staged: list[Staged], open_dir: Callable[[tuple[str, ...], str], int | None]
+) -> None:
+    """Unlink staged temporaries (never raises)."""
+    for st in staged:
+        try:
+            dir_fd = open_dir(st.parts, st.key)
+        except (OSError, StoreError):
+            continue
+        if dir_fd is not None:
+            unlink_quietly(dir_fd, st.temp)
+            os.close(dir_fd)
 
 
 _SYNC_FILE_RANGE: Callable[[int, int, int, int], int] | None = function(
