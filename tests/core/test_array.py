@@ -241,13 +241,14 @@ def test_dirty_bytes_are_bounded_per_mount_and_return_to_zero(tmp_path):
         assert got[:, 0].tolist() == [float(i + 1) for i in range(8)]
 
 
+@pytest.mark.parametrize("behind", [4, 0])
 def test_a_writer_through_over_the_limit_waits_for_the_flush_in_progress_and_no_more(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, behind
 ):
-    """An array written through (core/writethrough.py): a flush in progress (a write-behind)
-    takes the dirty bytes back under the limit, so the writer that passed the limit waits for
-    it and stores nothing more itself (which would store partly written units now and again
-    once complete)."""
+    """An array written through (core/writethrough.py): the writer that passed the limit
+    waits for the flush in progress (a write-behind), then stores the complete units left if
+    the dirty bytes are still over the limit, and never the partly written one (it would be
+    stored now and again once complete)."""
     zarr.create_array(str(tmp_path / "a"), shape=(2048, 1024), chunks=(128, 1024), dtype="<f8",
                       compressors=None)  # fmt: skip
     engine = Engine(cache_size=16 << 20)  # dirty limit 12 MiB = 12 chunks of 1 MiB
@@ -264,12 +265,16 @@ def test_a_writer_through_over_the_limit_waits_for_the_flush_in_progress_and_no_
         deadline = time.monotonic() + 10
         while engine.dirty_bytes <= engine.dirty_limit and time.monotonic() < deadline:
             time.sleep(0.001)
-        a._flush_locked(only=[(i, 0) for i in range(4)])  # stores 4 complete units
+        a._flush_locked(only=[(i, 0) for i in range(behind)])  # stores complete units
     writer.join(10)
     assert not writer.is_alive()
-    assert engine.dirty_bytes == 9 * unit  # 8 complete units and the partial one
     stored = [i for i in range(16) if (tmp_path / "a" / "c" / str(i) / "0").exists()]
-    assert stored == [0, 1, 2, 3]
+    if behind:  # under the limit again: nothing more stored
+        assert engine.dirty_bytes == 9 * unit  # 8 complete units and the partial one
+        assert stored == [0, 1, 2, 3]
+    else:  # still over the limit: the complete units, not the partial one
+        assert engine.dirty_bytes == unit
+        assert stored == list(range(12))
     a.flush()
     got = np.frombuffer(a.read(0, 13 * unit), "<f8").reshape(13, -1)
     assert got[:12, 0].tolist() == [float(i + 1) for i in range(12)]

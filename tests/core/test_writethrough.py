@@ -223,3 +223,22 @@ def test_concurrent_writers_of_the_same_units_store_the_last_bytes(tmp_path, eng
     arr.flush()
     assert np.array_equal(_stored(path), second)
     assert _temps(path) == []
+
+
+def test_each_streamed_file_is_fsynced_once_by_its_writer_and_renamed_without_more(
+    tmp_path, engine, record_fsyncs
+):
+    path = _make(tmp_path / "a")
+    zarr.open_array(str(path), mode="r+")[...] = _data(0)  # every directory exists
+    arr = open_array(LocalStore(path), "", engine)
+    synced = record_fsyncs()
+    _write_sequentially(arr, _data(13))
+    arr.flush()
+    assert _through(engine) == 8
+    # the paths as fsynced: temporaries (renamed since, so by their old names) and directories
+    temps = [p for p in synced if os.path.basename(p).startswith(TEMP_PREFIX)]
+    dirs = [p for p in synced if p not in temps]
+    assert len(temps) == 8 and len(set(temps)) == 8  # each once, before the commit
+    chunk_dirs = {str(p.parent.resolve()) for p in (path / "c").rglob("*") if p.is_file()}
+    assert set(dirs) == chunk_dirs and len(dirs) == len(chunk_dirs)  # each directory once
+    assert max(synced.index(t) for t in temps) < min(synced.index(d) for d in dirs)
