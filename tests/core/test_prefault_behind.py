@@ -96,3 +96,26 @@ def test_the_write_path_hands_fresh_whole_units_to_the_background_thread(tmp_pat
         engine.close()
     got = zarr.open_array(str(tmp_path / "a"), mode="r")[...]
     assert np.array_equal(got.reshape(-1), data)
+
+
+def test_the_background_thread_faults_in_a_piece_at_a_time(monkeypatch):
+    """One ``madvise`` per ``BEHIND_STEP`` bytes, so a new mapping made meanwhile (the next
+    fresh unit) never waits for a whole unit's pages."""
+    calls: list[tuple[int, int]] = []
+
+    def recording(addr: int, length: int, advice: int) -> int:
+        calls.append((addr, length))
+        return 0
+
+    pages.wait_behind()
+    monkeypatch.setattr(pages, "_madvise", recording)
+    mem, arr = _fresh_array(5 * pages.BEHIND_STEP + 32 * PAGE)
+    try:
+        pages.prefault_behind(arr)
+        pages.wait_behind()
+        assert [n for _, n in calls] == [pages.BEHIND_STEP] * 5 + [32 * PAGE]
+        start = arr.ctypes.data
+        assert [a - start for a, _ in calls] == [k * pages.BEHIND_STEP for k in range(6)]
+    finally:
+        del arr
+        mem.close()
