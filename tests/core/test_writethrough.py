@@ -7,8 +7,10 @@ is left in the store.
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -191,7 +193,10 @@ def test_a_store_that_observes_sets_is_never_bypassed(tmp_path, engine):
 def test_streams_are_bounded_and_writers_at_the_bound_store_the_usual_way(
     tmp_path, engine, monkeypatch
 ):
-    monkeypatch.setattr(writethrough, "MAX_OPEN", 2)
+    gc.collect()  # streams of arrays other tests dropped: reaped by the first write below
+    writethrough._reap()
+    before = writethrough._open_count
+    monkeypatch.setattr(writethrough, "MAX_OPEN", before + 2)
     path = _make(tmp_path / "a")
     arr = open_array(LocalStore(path), "", engine)
     data = _data(10)
@@ -199,7 +204,7 @@ def test_streams_are_bounded_and_writers_at_the_bound_store_the_usual_way(
     arr.flush()
     # the first layer's two units take both streams, open until the flush at the end
     assert _through(engine) == 2
-    assert writethrough._open_count == 0
+    assert writethrough._open_count == before
     assert np.array_equal(_stored(path), data)
     assert _temps(path) == []
 
@@ -242,3 +247,40 @@ def test_each_streamed_file_is_fsynced_once_by_its_writer_and_renamed_without_mo
     chunk_dirs = {str(p.parent.resolve()) for p in (path / "c").rglob("*") if p.is_file()}
     assert set(dirs) == chunk_dirs and len(dirs) == len(chunk_dirs)  # each directory once
     assert max(synced.index(t) for t in temps) < min(synced.index(d) for d in dirs)
+
+
+def test_the_streams_of_an_array_collected_unflushed_are_discarded(tmp_path):
+    """An array dropped with streams it never stored (the engine keeps arrays for the life of
+    the mount, so this is a failure path): once it is collected, the next writer discards
+    its objects and frees their places in the bound."""
+    gc.collect()
+    writethrough._reap()
+    before = writethrough._open_count
+    store = LocalStore(_make(tmp_path / "a"))
+    shape, itemsize = (2, 512, 256), 4
+
+    def key(unit):
+        return "c/" + "/".join(map(str, unit))
+
+    dropped = writethrough.UnitStreams(store, key, shape, itemsize)
+    units = [np.full(shape, k, dtype="<f4") for k in range(2)]
+    for k, unit in enumerate(units):  # whole units: each appended and fsynced
+        dropped.wrote((0, 0, k), unit, (slice(0, 2), slice(0, 512), slice(0, 256)))
+    half = np.zeros(shape, dtype="<f4")  # half a unit: a stream with nothing appended yet
+    dropped.wrote((1, 0, 0), half, (slice(0, 1), slice(0, 512), slice(0, 256)))
+    assert writethrough._open_count == before + 3
+    deadline = time.monotonic() + 10
+    while len(_temps(tmp_path / "a")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(_temps(tmp_path / "a")) == 2
+    del dropped
+    gc.collect()
+    other = writethrough.UnitStreams(store, key, shape, itemsize)
+    other.wrote((2, 0, 0), half, (slice(0, 1), slice(0, 512), slice(0, 256)))  # reaps them
+    assert writethrough._open_count == before + 1
+    deadline = time.monotonic() + 10
+    while _temps(tmp_path / "a") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _temps(tmp_path / "a") == []
+    other.drop((2, 0, 0))
+    assert writethrough._open_count == before

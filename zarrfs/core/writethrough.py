@@ -21,9 +21,10 @@ Invariants:
   it, and every append succeeded; otherwise its object is discarded and the unit stored the
   usual way. A stream never changes what is stored, only when the bytes are written; the
   dirty unit stays in memory, and dirty, until the commit that stores it, as without streams;
-- every stream ends taken or dropped; a dropped stream's object is discarded by an appender
-  thread, never while an append to it runs (each stream's appends and its discard hold its
-  ``pump_lock``);
+- every stream ends taken or dropped (also when its array is collected without storing it:
+  ``_orphans``, reaped by the next writer); a dropped stream's object is discarded by an
+  appender thread, never while an append to it runs (each stream's appends and its discard
+  hold its ``pump_lock``);
 - appends run in ``THREADS`` threads of their own, which wait on nothing else of the engine
   (a flush waits on them, never the reverse); at most ``MAX_OPEN`` streams are open at once
   in the process (each holds a file descriptor); ``_lock`` is a leaf lock
@@ -35,6 +36,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from math import prod
@@ -99,6 +102,9 @@ class UnitStreams:
         self._shape = shape
         self._itemsize = itemsize
         self._streams: dict[Coords, _Stream] = {}
+        # an array dropped with streams it never stored (its flush failed for good): their
+        # objects are discarded once it is collected (``_orphans``, reaped by the next writer)
+        weakref.finalize(self, _orphans.append, (store, self._streams))
 
     @staticmethod
     def worth(nbytes: int) -> bool:
@@ -109,6 +115,8 @@ class UnitStreams:
         """A write copied the piece ``sel`` of ``unit`` into its dirty array ``arr`` (the
         unit's stripe lock held; never blocks: may be the event loop)."""
         global _open_count
+        if _orphans:
+            _reap()
         lo, hi = span_of(self._shape, self._itemsize, sel)
         contiguous = hi - lo == prod(s.stop - s.start for s in sel) * self._itemsize
         with _lock:
@@ -125,7 +133,7 @@ class UnitStreams:
             if hi - stream.queued < STEP and hi < stream.total:
                 return
             stream.queued = hi
-            _pool.submit(self._pump, stream)
+            _pool.submit(_pump, self._store, stream)
 
     def drop(self, unit: Coords) -> None:
         """``unit``'s dirty array changes other than by a write that continues its stream."""
@@ -148,7 +156,7 @@ class UnitStreams:
             whole = stream.arr is arr and stream.submitted == stream.total
         with stream.pump_lock:
             if whole:
-                self._append(stream)  # the bytes no appender has written yet
+                _append(self._store, stream)  # the bytes no appender has written yet
             temp, stream.temp = stream.temp, None
             if whole and not stream.failed and temp is not None:
                 assert stream.written == stream.total
@@ -159,45 +167,72 @@ class UnitStreams:
 
     def _end(self, unit: Coords, stream: _Stream) -> None:
         """Drop a stream (``_lock`` held): an appender discards its object."""
-        global _open_count
         del self._streams[unit]
-        _open_count -= 1
-        stream.state = _DROPPED
-        _pool.submit(self._pump, stream)
+        _drop(self._store, stream)
 
-    def _pump(self, stream: _Stream) -> None:
-        """Appender thread: write what is final and not written yet, or discard the object of
-        a dropped stream."""
-        with stream.pump_lock:
-            with _lock:
-                state = stream.state
-            if state == _OPEN:
-                self._append(stream)
-            elif state == _DROPPED and stream.temp is not None:
-                stream.temp.discard()
-                stream.temp = None
 
-    def _append(self, stream: _Stream) -> None:
-        """Append ``[written, submitted)`` (``pump_lock`` held); a failure marks the stream
-        failed (its unit is then stored the usual way, which reports any lasting error)."""
-        if stream.failed:
-            return
-        data = stream.arr.reshape(-1).view(np.uint8).data
+def _drop(store: Store, stream: _Stream) -> None:
+    """``stream`` is out of its array's table (``_lock`` held): an appender discards its
+    object."""
+    global _open_count
+    _open_count -= 1
+    stream.state = _DROPPED
+    _pool.submit(_pump, store, stream)
+
+
+#: (store, streams) of collected ``UnitStreams`` whose streams were never stored. Their
+#: finalizer only appends here (it may run in any thread, under any lock: it takes none)
+_orphans: deque[tuple[Store, dict[Coords, _Stream]]] = deque()
+
+
+def _reap() -> None:
+    """Drop the streams of collected arrays (``_lock`` not held): their objects discarded,
+    their places in ``MAX_OPEN`` freed."""
+    while _orphans:
         try:
-            while True:
-                with _lock:
-                    stop = stream.submitted
-                if stream.written >= stop:
+            store, streams = _orphans.popleft()
+        except IndexError:  # another thread took the last one
+            return
+        with _lock:
+            for stream in streams.values():
+                _drop(store, stream)
+            streams.clear()
+
+
+def _pump(store: Store, stream: _Stream) -> None:
+    """Appender thread: write what is final and not written yet, or discard the object of a
+    dropped stream."""
+    with stream.pump_lock:
+        with _lock:
+            state = stream.state
+        if state == _OPEN:
+            _append(store, stream)
+        elif state == _DROPPED and stream.temp is not None:
+            stream.temp.discard()
+            stream.temp = None
+
+
+def _append(store: Store, stream: _Stream) -> None:
+    """Append ``[written, submitted)`` (``pump_lock`` held); a failure marks the stream failed
+    (its unit is then stored the usual way, which reports any lasting error)."""
+    if stream.failed:
+        return
+    data = stream.arr.reshape(-1).view(np.uint8).data
+    try:
+        while True:
+            with _lock:
+                stop = stream.submitted
+            if stream.written >= stop:
+                return
+            if stream.temp is None:
+                stream.temp = store.open_temp(stream.key, stream.total)
+                if stream.temp is None:  # the store cannot: the usual way
+                    stream.failed = True
                     return
-                if stream.temp is None:
-                    stream.temp = self._store.open_temp(stream.key, stream.total)
-                    if stream.temp is None:  # the store cannot: the usual way
-                        stream.failed = True
-                        return
-                stream.temp.append(data[stream.written : stop])
-                stream.written = stop
-                if stop == stream.total:  # durable before the flush asks for it
-                    stream.temp.finish()
-        except Exception as exc:  # store or OS error: the flush stores the unit as usual
-            log.debug("writing %s through failed: %s", stream.key, exc)
-            stream.failed = True
+            stream.temp.append(data[stream.written : stop])
+            stream.written = stop
+            if stop == stream.total:  # durable before the flush asks for it
+                stream.temp.finish()
+    except Exception as exc:  # store or OS error: the flush stores the unit as usual
+        log.debug("writing %s through failed: %s", stream.key, exc)
+        stream.failed = True
