@@ -268,8 +268,9 @@ class PlainUnits(UnitStrategy):
                     raise CorruptDataError(
                         f"chunk file shrank to {start} bytes while it was read", key=key
                     )
+                if start + len(piece) == spec.nbytes:  # counted before a reader sees it whole
+                    self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
                 publish(arr, start + len(piece))
-        self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
         return arr
 
     def _stream_blosc(self, key: str, publish: Publish) -> Any:
@@ -287,7 +288,6 @@ class PlainUnits(UnitStrategy):
             except CorruptDataError as exc:
                 raise CorruptDataError(str(exc), key=key) from None
         if arr is not None:
-            self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
             return arr
         return self._decoded_from_block(key, encoded, size)
 
@@ -313,6 +313,8 @@ class PlainUnits(UnitStrategy):
         flat = arr.reshape(-1).view(np.uint8)
 
         def done(ready: int) -> None:
+            if ready == len(flat):  # counted before a reader sees it whole
+                self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded")
             publish(arr, ready)
             if ready < len(flat):  # the next piece's fresh memory, in one call
                 prefault(flat[ready : ready + STREAM_PIECE].data)
