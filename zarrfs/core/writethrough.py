@@ -6,10 +6,11 @@ own bytes. When a writer fills such a unit front to back (``dd``, ``cp`` or
 ``numpy.tofile`` over ``data.raw``: each write continues the unit's C order where the one
 before stopped), every finished run of at least ``STEP`` bytes is appended by a thread of
 this module to a new object of the store (``Store.open_temp``: on a directory store a
-temporary file beside the chunk, written with direct I/O). The flush that stores the unit
-adopts that object (``StoreGroup.adopt``), so only its fsync and rename are left: storing a
-layer of units no longer writes all their bytes after the writer's last write, and a writer
-entering the next layer does not wait for that.
+temporary file beside the chunk, written with direct I/O), which the thread writing its last
+byte also makes durable (``TempObject.finish``). The flush that stores the unit adopts that
+object (``StoreGroup.adopt``), so only its rename is left: storing a layer of units no longer
+writes all their bytes after the writer's last write, and a writer entering the next layer
+does not wait for that.
 
 Invariants:
 - a stream holds bytes ``[0, submitted)`` of exactly one dirty unit array (by identity), in
