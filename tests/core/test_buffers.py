@@ -156,3 +156,24 @@ def test_apart_copies_only_a_view_of_the_block():
     assert not np.may_share_memory(out, block) and (out == 7).all()
     other = np.ones(4, dtype=np.uint8)
     assert buffers.apart(other, block) is other
+
+
+def test_an_array_freed_while_the_pool_lock_is_held_does_not_wait_for_it():
+    """The cyclic garbage collector can free a pool array during any allocation, one made
+    inside the pool's own critical section included: its finalizer must not wait for the
+    pool's lock (it did, and a flush's ``take`` hung for good)."""
+    pool = BlockPool(limit=4 * MIN_BLOCK)
+    arr = pool.take(MIN_BLOCK)
+    done = threading.Event()
+
+    def free_under_the_lock() -> None:
+        nonlocal arr
+        with pool._lock:
+            del arr  # the finalizer runs here, in this thread, under the lock
+        done.set()
+
+    t = threading.Thread(target=free_under_the_lock, daemon=True)
+    t.start()
+    t.join(5)
+    assert done.is_set()
+    assert pool.idle_bytes == MIN_BLOCK  # and the block is idle again

@@ -32,6 +32,7 @@ def _make(path, compressor):
 def _scribble_idle_blocks() -> int:
     """Take every idle block of the pool and fill it with garbage; returns how many."""
     taken = []
+    assert buffers.pool.idle_bytes >= 0  # the blocks returned so far are idle now
     for size, kept in list(buffers.pool._idle.items()):
         for _ in range(len(kept)):
             arr = buffers.pool.take(size)

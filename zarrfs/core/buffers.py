@@ -23,8 +23,10 @@ Invariants:
 - idle blocks take at most ``limit`` bytes (a block that would pass it is freed instead), and
   one idle longer than ``IDLE_SECONDS`` is freed at the next ``take``; ``trim`` frees them all;
 - requests below ``MIN_BLOCK`` bytes are plain ``numpy.empty`` arrays (glibc reuses those);
-- ``_lock`` is a leaf: nothing that may free an array (and so run a finalizer) happens while
-  it is held, so a finalizer running in any thread, under any other lock, cannot deadlock.
+- ``_lock`` is a leaf, and the finalizer of a freed array takes no lock (it appends its block
+  to ``_returned``, which the next ``take`` moves to the idle blocks): the cyclic garbage
+  collector can free an array during any allocation, one made under ``_lock`` included, and
+  a finalizer waiting for ``_lock`` there would wait for good.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import mmap
 import threading
 import time
 import weakref
-from collections import defaultdict
+from collections import defaultdict, deque
 from typing import Any
 
 import numpy as np
@@ -59,13 +61,18 @@ class BlockPool:
         #: idle blocks by size, most recently freed last, each with the time it became idle
         self._idle: defaultdict[int, list[tuple[_Block, float]]] = defaultdict(list)
         self._idle_bytes = 0
+        #: blocks whose array was freed, with the time: appended by the finalizer without a
+        #: lock, moved to ``_idle`` by ``_settle`` (under ``_lock``)
+        self._returned: deque[tuple[_Block, float]] = deque()
         #: blocks handed out again (counters for stats and tests)
         self.reused = 0
         self.created = 0
 
     @property
     def idle_bytes(self) -> int:
+        dropped: list[_Block] = []
         with self._lock:
+            self._settle(dropped)
             return self._idle_bytes
 
     def take(self, nbytes: int, capacity: int = 0) -> np.ndarray[Any, Any]:
@@ -78,6 +85,7 @@ class BlockPool:
         now = time.monotonic()
         expired: list[_Block] = []
         with self._lock:
+            self._settle(expired)
             block = None
             kept = self._idle.get(size)
             if kept:
@@ -97,7 +105,9 @@ class BlockPool:
 
     def stats(self) -> dict[str, int]:
         """``stats.json``'s ``buffers``: idle bytes kept, blocks made and blocks taken again."""
+        dropped: list[_Block] = []
         with self._lock:
+            self._settle(dropped)
             return {
                 "idle_bytes": self._idle_bytes,
                 "limit": self.limit,
@@ -107,19 +117,35 @@ class BlockPool:
 
     def trim(self) -> None:
         """Free every idle block."""
+        dropped: list[_Block] = []
         with self._lock:
+            self._settle(dropped)
             idle = self._idle
             self._idle = defaultdict(list)
             self._idle_bytes = 0
-        del idle
+        del idle, dropped
 
     def _idle_again(self, block: _Block) -> None:
-        """The array over ``block`` was freed (a finalizer: any thread, any locks held)."""
-        size = len(block)
-        with self._lock:
+        """The array over ``block`` was freed. A finalizer: it runs in any thread, under any
+        locks, also this pool's own (the cyclic garbage collector may free an array during
+        any allocation, one made under ``_lock`` included), so it takes no lock: the block
+        waits in ``_returned`` for the next ``_settle``."""
+        self._returned.append((block, time.monotonic()))
+
+    def _settle(self, dropped: list[_Block]) -> None:
+        """Move the returned blocks to ``_idle`` (``_lock`` held); those over the limit go to
+        ``dropped``, for the caller to release after the lock (a block is unmapped once its
+        last export is released)."""
+        while self._returned:
+            try:
+                block, since = self._returned.popleft()
+            except IndexError:  # pragma: no cover - only this thread pops, under the lock
+                break
+            size = len(block)
             if self._idle_bytes + size > self.limit:
-                return  # ``block`` is unmapped once its last export is released
-            self._idle[size].append((block, time.monotonic()))
+                dropped.append(block)
+                continue
+            self._idle[size].append((block, since))
             self._idle_bytes += size
 
     def _expire(self, now: float, out: list[_Block]) -> None:
