@@ -287,8 +287,6 @@ class TempObject:
     time; ``discard`` unlinks it and may be called at any point (never raises)."""
 
     key: str = ""
-    #: bytes appended so far
-    written: int = 0
 
     def append(self, data: memoryview) -> None:
         """Write ``data`` (a byte view, not kept after the call) after the bytes so far."""

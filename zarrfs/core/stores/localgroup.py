@@ -290,7 +290,6 @@ class LocalTemp(TempObject):
     ) -> None:
         self.store = store
         self.key = staged.key
-        self.written = 0
         self._staged = staged
         self._fd = fd
         self._discard_staged = discard
@@ -302,7 +301,6 @@ class LocalTemp(TempObject):
         if self._staged.synced:
             raise ValueError("append after finish")
         self._writer.write(data)
-        self.written += len(data)
 
     def finish(self) -> None:
         # fsynced here, by the thread that wrote it: the commit only renames it
@@ -313,8 +311,9 @@ class LocalTemp(TempObject):
     def seal(self) -> Staged:
         """Write what the writer holds, start the file's write-back and close it; the file,
         as staged (on an error the caller discards it)."""
-        self._writer.finish()
-        start_writeback(self._fd)
+        if not self._staged.synced:  # else ``finish`` wrote and fsynced it all
+            self._writer.finish()
+            start_writeback(self._fd)
         self._close()
         return self._staged
 
