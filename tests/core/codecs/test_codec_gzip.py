@@ -10,8 +10,9 @@ import numcodecs
 import pytest
 from codec_helpers import python_peak_memory
 
+from zarrfs.core import buffers
 from zarrfs.core.codecs.base import parse_codec
-from zarrfs.core.codecs.gzip import GzipCodec
+from zarrfs.core.codecs.gzip import GzipCodec, libdeflate_available
 from zarrfs.core.errors import CorruptDataError, MetadataError
 
 PAYLOADS = [b"", b"a", bytes(range(256)) * 40, b"\0" * 100_000]
@@ -105,3 +106,55 @@ def test_every_level_writes_standard_gzip(level: int) -> None:
     assert GzipCodec().decode(stream, len(data)) == data
     if level:
         assert len(stream) < len(data) // 4
+
+
+# -- one member of 1 MiB or more: inflated by libdeflate into a reused block -----------------
+
+BIG = (bytes(range(256)) * 8192) + b"tail" * 1000  # ~2 MiB, compressible
+
+
+@pytest.mark.skipif(not libdeflate_available(), reason="libdeflate.so.0 not installed")
+def test_a_big_member_is_inflated_into_a_reused_block() -> None:
+    stream = GzipCodec(1).encode(BIG)
+    first = GzipCodec().decode(stream, len(BIG))
+    assert isinstance(first, memoryview) and bytes(first) == BIG
+    reused = buffers.pool.reused
+    del first
+    again = GzipCodec().decode(numcodecs.GZip(6).encode(BIG), len(BIG))
+    assert bytes(again) == BIG
+    assert buffers.pool.reused == reused + 1  # the first result's block, taken again
+
+
+@pytest.mark.parametrize(
+    "mangle, message",
+    [
+        (lambda s: s[:-1], "truncated|incorrect length"),
+        (lambda s: s[: len(s) // 2], "truncated"),
+        (lambda s: s + b"junk", "bad magic"),
+        (lambda s: s[:-8] + b"\0\0\0\0" + s[-4:], "(?i)incorrect (data check|checksum)"),
+        # the trailer's length one short: libdeflate's buffer is too small, the stream too long
+        (
+            lambda s: s[:-4] + (len(BIG) - 1).to_bytes(4, "little"),
+            "(?i)incorrect (length|checksum)|more than",
+        ),
+        # a trailer claiming more than allowed is never given a block of that size
+        (
+            lambda s: s[:-4] + (1 << 31).to_bytes(4, "little"),
+            "(?i)incorrect (length|checksum)|more than",
+        ),
+    ],
+    ids=["cut-1", "cut-half", "trailing-junk", "bad-crc", "short-isize", "huge-isize"],
+)
+def test_big_corrupt_streams_are_refused(mangle, message: str) -> None:  # type: ignore[no-untyped-def]
+    stream = GzipCodec(6).encode(BIG)
+    with pytest.raises(CorruptDataError, match=message):
+        GzipCodec().decode(mangle(stream), len(BIG))
+
+
+def test_big_members_with_padding_or_several_members() -> None:
+    padded = GzipCodec(1).encode(BIG) + b"\0" * 7
+    assert bytes(GzipCodec().decode(padded, len(BIG))) == BIG
+    two = std_gzip.compress(BIG[:1000], mtime=0) + std_gzip.compress(BIG[1000:], mtime=0)
+    assert bytes(GzipCodec().decode(two, len(BIG))) == BIG
+    with pytest.raises(CorruptDataError, match="more than"):
+        GzipCodec().decode(GzipCodec(1).encode(BIG), len(BIG) - 1)

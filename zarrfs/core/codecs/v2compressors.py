@@ -60,7 +60,7 @@ def _decode_blosc(config: Mapping[str, Any], data: bytes, max_size: int) -> byte
     return _BLOSC.decode(data, max_size)
 
 
-def _decode_gzip(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+def _decode_gzip(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes | memoryview:
     return gzip_decompress_bounded(data, max_size)
 
 
