@@ -19,7 +19,8 @@ quiet() {
 }
 pip_quiet() { quiet .venv/bin/python -m pip install -q "$@"; }
 
-pkgs=(fuse3 libfuse3-dev pkg-config python3-venv attr)  # attr: getfattr/setfattr for the xattrs
+pkgs=(fuse3 libfuse3-dev pkg-config python3-venv attr libdeflate0)  # attr: getfattr/setfattr for the xattrs;
+# libdeflate0: gzip chunks inflated into reused memory (zarrfs/core/codecs/gzip.py)
 norec=()
 extras=""
 if [[ "${1:-}" == "--test" ]]; then
