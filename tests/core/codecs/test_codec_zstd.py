@@ -10,6 +10,7 @@ import numcodecs.zstd
 import pytest
 from codec_helpers import python_peak_memory
 
+from zarrfs.core import buffers
 from zarrfs.core.codecs.base import parse_codec
 from zarrfs.core.codecs.zstd import ZstdCodec, scan_frames
 from zarrfs.core.errors import CorruptDataError, MetadataError
@@ -184,3 +185,39 @@ def test_configuration() -> None:
 def test_invalid_configuration(conf: dict, field: str) -> None:
     with pytest.raises(MetadataError, match=field):
         ZstdCodec.from_config(conf)
+
+
+# -- one frame of 1 MiB or more: decoded into a reused block ---------------------------------
+
+BIG = bytes(range(251)) * 8400  # ~2 MiB
+
+
+def test_a_big_frame_is_decoded_into_a_reused_block() -> None:
+    enc = ZstdCodec(3).encode(BIG)
+    first = ZstdCodec().decode(enc, len(BIG))
+    assert isinstance(first, memoryview) and bytes(first) == BIG
+    reused = buffers.pool.reused
+    del first
+    again = ZstdCodec().decode(bytes(numcodecs.zstd.compress(BIG, 1)), len(BIG))
+    assert bytes(again) == BIG
+    assert buffers.pool.reused == reused + 1  # the first result's block, taken again
+
+
+@pytest.mark.parametrize("delta", [-1, 1, -4096])
+def test_a_big_frame_lying_about_its_size_is_corrupt(delta: int) -> None:
+    enc = bytearray(ZstdCodec(3).encode(BIG))
+    assert enc[4] >> 6 == 2  # 4-byte content size follows the descriptor (single segment)
+    enc[5:9] = (len(BIG) + delta).to_bytes(4, "little")
+    with pytest.raises(CorruptDataError, match="zstd"):
+        ZstdCodec().decode(bytes(enc), 4 << 20)
+
+
+def test_big_frames_checksummed_concatenated_or_over_the_bound() -> None:
+    enc = ZstdCodec(3, checksum=True).encode(BIG)
+    assert bytes(ZstdCodec().decode(enc, len(BIG))) == BIG
+    with pytest.raises(CorruptDataError, match="checksum"):
+        ZstdCodec().decode(enc[:-4] + bytes(4), len(BIG))
+    two = ZstdCodec(1).encode(BIG[:5000]) + ZstdCodec(1).encode(BIG[5000:])
+    assert bytes(ZstdCodec().decode(two, len(BIG))) == BIG
+    with pytest.raises(CorruptDataError, match="more than"):
+        ZstdCodec().decode(enc, len(BIG) - 1)

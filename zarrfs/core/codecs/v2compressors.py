@@ -64,7 +64,7 @@ def _decode_gzip(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes
     return gzip_decompress_bounded(data, max_size)
 
 
-def _decode_zstd(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+def _decode_zstd(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes | memoryview:
     return _ZSTD.decode(data, max_size)
 
 
