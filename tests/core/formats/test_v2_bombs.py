@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from formats_helpers import engine, python_peak_memory
 
+from zarrfs.core import buffers
 from zarrfs.core.codecs.v2compressors import V2Compressor
 from zarrfs.core.errors import CorruptDataError
 from zarrfs.core.hierarchy import open_array
@@ -130,3 +131,41 @@ def test_filters_tighten_the_compressor_bound() -> None:
     arr.invalidate()
     with pytest.raises(CorruptDataError, match="more than the 64 bytes"):
         arr.read(0, 8, "little")
+
+
+@pytest.mark.parametrize("name", COMPRESSORS)
+def test_big_chunks_read_and_damaged_ones_fail(name: str) -> None:
+    """Chunks of 1 MiB or more (decoded into reused blocks by blosc, gzip, zstd and lz4)."""
+    config, compress = COMPRESSORS[name]
+    big = 2 << 20
+    payload = bytes(range(251)) * (big // 251) + bytes(big % 251)
+    good = compress(payload)
+    raw = V2Compressor(config).decode(good, big)
+    assert bytes(raw) == payload
+    for damaged in (good[: len(good) // 2], good[:-1] if name != "zlib" else good[:-5]):
+        with pytest.raises(CorruptDataError):
+            V2Compressor(config).decode(damaged, big)
+
+
+@pytest.mark.parametrize("delta", [-1, 1])
+def test_big_lz4_size_header_lying_is_refused(delta: int) -> None:
+    big = 2 << 20
+    frame = bytearray(numcodecs.LZ4().encode(bytes(range(256)) * (big // 256)))
+    frame[:4] = (big + delta).to_bytes(4, "little")
+    with pytest.raises(CorruptDataError, match="lz4"):
+        V2Compressor({"id": "lz4"}).decode(bytes(frame), big + 1)
+
+
+def test_big_lz4_chunks_decode_into_reused_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    big = 2 << 20
+    payload = bytes(range(256)) * (big // 256)
+    frame = bytes(numcodecs.LZ4().encode(payload))
+    # room for idle blocks, whatever pool bound and idle blocks other tests left
+    monkeypatch.setattr(buffers.pool, "limit", buffers.DEFAULT_LIMIT)
+    buffers.pool.trim()
+    first = V2Compressor({"id": "lz4"}).decode(frame, big)
+    assert isinstance(first, memoryview) and bytes(first) == payload
+    reused = buffers.pool.reused
+    del first
+    assert bytes(V2Compressor({"id": "lz4"}).decode(frame, big)) == payload
+    assert buffers.pool.reused == reused + 1

@@ -7,7 +7,8 @@ the stored formats they read:
 - ``zlib``: one RFC 1950 stream (bytes after its end are ignored, as ``zlib.decompress`` does);
 - ``gzip``: RFC 1952 members — decoded by zarrfs' gzip codec;
 - ``zstd``: RFC 8878 frames — decoded by zarrfs' zstd codec;
-- ``lz4``: numcodecs' framing: the decoded size as 4 little-endian bytes, then one LZ4 block;
+- ``lz4``: numcodecs' framing: the decoded size as 4 little-endian bytes, then one LZ4 block
+  (1 MiB or more: decoded into a reused block, ``core/buffers.py``, like blosc, gzip and zstd);
 - ``bz2``: one or more bzip2 streams;
 - ``lzma``: xz, lzma-alone or raw streams (configuration ``format`` and ``filters``);
 - ``crc32``, ``crc32c``, ``adler32``, ``fletcher32``, ``jenkins_lookup3``: the data with a
@@ -38,11 +39,13 @@ import numpy as np
 from numcodecs.abc import Codec as NumCodec
 from pcodec import standalone as pcodec_standalone
 
+from zarrfs.core import buffers
 from zarrfs.core.codecs._bounded import check_claimed_size, decompress_streams, encoded_size_bound
 from zarrfs.core.codecs.blosc import BloscCodec
 from zarrfs.core.codecs.gzip import gzip_decompress_bounded
 from zarrfs.core.codecs.zstd import ZstdCodec
 from zarrfs.core.errors import CorruptDataError, MetadataError, UnsupportedError
+from zarrfs.core.pages import prefault
 
 #: memory the lzma decoder may use for its dictionary and state (preset 9 needs about 65 MiB)
 LZMA_MEMLIMIT = 256 << 20
@@ -81,11 +84,21 @@ def _decode_zlib(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes
     return out
 
 
-def _decode_lz4(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes:
+def _decode_lz4(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes | memoryview:
     if len(data) < 4:
         raise CorruptDataError("lz4: stream shorter than its 4-byte size header")
     claimed = int.from_bytes(data[:4], "little")
     check_claimed_size("lz4", claimed, max_size)
+    if claimed >= buffers.MIN_BLOCK:
+        # into a reused block, not fresh memory; numcodecs fails a block that decodes to any
+        # other size than its header claims, so no byte of the block is left undecoded
+        block = buffers.take(claimed)
+        prefault(block.data)
+        try:
+            numcodecs.lz4.decompress(data, block)
+        except (RuntimeError, ValueError) as exc:
+            raise CorruptDataError(f"lz4: {exc}") from None
+        return block.data
     try:
         out = bytes(numcodecs.lz4.decompress(data))
     except (RuntimeError, ValueError) as exc:
