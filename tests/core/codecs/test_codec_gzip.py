@@ -11,6 +11,7 @@ import pytest
 from codec_helpers import python_peak_memory
 
 from zarrfs.core import buffers
+from zarrfs.core.codecs import gzip as gzip_codec
 from zarrfs.core.codecs.base import parse_codec
 from zarrfs.core.codecs.gzip import GzipCodec, libdeflate_available
 from zarrfs.core.errors import CorruptDataError, MetadataError
@@ -161,3 +162,12 @@ def test_big_members_with_padding_or_several_members() -> None:
     assert bytes(GzipCodec().decode(two, len(BIG))) == BIG
     with pytest.raises(CorruptDataError, match="more than"):
         GzipCodec().decode(GzipCodec(1).encode(BIG), len(BIG) - 1)
+
+
+def test_without_libdeflate_big_members_go_through_the_streaming_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(gzip_codec, "_gzip_decompress_ex", None)
+    assert not libdeflate_available()
+    out = GzipCodec().decode(GzipCodec(1).encode(BIG), len(BIG))
+    assert isinstance(out, bytes) and out == BIG
