@@ -74,3 +74,21 @@ def python_peak_memory() -> Iterator[Callable[[], int]]:
         yield lambda: tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def assert_decodes_into_reused_blocks(
+    monkeypatch: Any, decode: Callable[[bytes], Any], first: bytes, second: bytes, payload: bytes
+) -> None:
+    """``decode(first)`` is ``payload`` in a view of a pool block (``core/buffers.py``), and
+    ``decode(second)`` takes that block again once the first result is freed."""
+    from zarrfs.core import buffers
+
+    # room for idle blocks, whatever pool bound and idle blocks other tests left
+    monkeypatch.setattr(buffers.pool, "limit", buffers.DEFAULT_LIMIT)
+    buffers.pool.trim()
+    out = decode(first)
+    assert isinstance(out, memoryview) and bytes(out) == payload
+    reused = buffers.pool.reused
+    del out
+    assert bytes(decode(second)) == payload
+    assert buffers.pool.reused == reused + 1  # the first result's block, taken again

@@ -8,9 +8,8 @@ import zlib
 
 import numcodecs
 import pytest
-from codec_helpers import python_peak_memory
+from codec_helpers import assert_decodes_into_reused_blocks, python_peak_memory
 
-from zarrfs.core import buffers
 from zarrfs.core.codecs import gzip as gzip_codec
 from zarrfs.core.codecs.base import parse_codec
 from zarrfs.core.codecs.gzip import GzipCodec, libdeflate_available
@@ -116,17 +115,13 @@ BIG = (bytes(range(256)) * 8192) + b"tail" * 1000  # ~2 MiB, compressible
 
 @pytest.mark.skipif(not libdeflate_available(), reason="libdeflate.so.0 not installed")
 def test_a_big_member_is_inflated_into_a_reused_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    stream = GzipCodec(1).encode(BIG)
-    # room for idle blocks, whatever pool bound and idle blocks other tests left
-    monkeypatch.setattr(buffers.pool, "limit", buffers.DEFAULT_LIMIT)
-    buffers.pool.trim()
-    first = GzipCodec().decode(stream, len(BIG))
-    assert isinstance(first, memoryview) and bytes(first) == BIG
-    reused = buffers.pool.reused
-    del first
-    again = GzipCodec().decode(numcodecs.GZip(6).encode(BIG), len(BIG))
-    assert bytes(again) == BIG
-    assert buffers.pool.reused == reused + 1  # the first result's block, taken again
+    assert_decodes_into_reused_blocks(
+        monkeypatch,
+        lambda stream: GzipCodec().decode(stream, len(BIG)),
+        GzipCodec(1).encode(BIG),
+        numcodecs.GZip(6).encode(BIG),
+        BIG,
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,8 @@ import struct
 
 import numcodecs.zstd
 import pytest
-from codec_helpers import python_peak_memory
+from codec_helpers import assert_decodes_into_reused_blocks, python_peak_memory
 
-from zarrfs.core import buffers
 from zarrfs.core.codecs.base import parse_codec
 from zarrfs.core.codecs.zstd import ZstdCodec, scan_frames
 from zarrfs.core.errors import CorruptDataError, MetadataError
@@ -193,17 +192,13 @@ BIG = bytes(range(251)) * 8400  # ~2 MiB
 
 
 def test_a_big_frame_is_decoded_into_a_reused_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    enc = ZstdCodec(3).encode(BIG)
-    # room for idle blocks, whatever pool bound and idle blocks other tests left
-    monkeypatch.setattr(buffers.pool, "limit", buffers.DEFAULT_LIMIT)
-    buffers.pool.trim()
-    first = ZstdCodec().decode(enc, len(BIG))
-    assert isinstance(first, memoryview) and bytes(first) == BIG
-    reused = buffers.pool.reused
-    del first
-    again = ZstdCodec().decode(bytes(numcodecs.zstd.compress(BIG, 1)), len(BIG))
-    assert bytes(again) == BIG
-    assert buffers.pool.reused == reused + 1  # the first result's block, taken again
+    assert_decodes_into_reused_blocks(
+        monkeypatch,
+        lambda stream: ZstdCodec().decode(stream, len(BIG)),
+        ZstdCodec(3).encode(BIG),
+        bytes(numcodecs.zstd.compress(BIG, 1)),
+        BIG,
+    )
 
 
 @pytest.mark.parametrize("delta", [-1, 1, -4096])

@@ -12,6 +12,9 @@ Invariants:
 - ``zstd_decompress_into`` decompresses into a buffer of exactly ``capacity`` bytes with the
   zstd library's one-shot API, so it can never produce more; it is used only for frames whose
   header does not state their decoded size (the common case goes through numcodecs).
+- ``decompress_into_block`` hands a library a reused block of exactly the size the stream
+  states; it is only used with libraries that fail a stream decoding to any other size, so
+  no byte of the block is left from its last use.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from zarrfs.core import buffers
 from zarrfs.core.errors import CorruptDataError
+from zarrfs.core.pages import prefault
 
 
 def encoded_size_bound(size: int) -> int:
@@ -74,6 +79,23 @@ def decompress_streams(
         pending = stream.unused_data.lstrip(padding) if padding else stream.unused_data
         if not pending:
             return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def decompress_into_block(
+    name: str, decompress: Callable[[Any, Any], Any], data: bytes | memoryview, size: int
+) -> memoryview:
+    """``decompress(data, dest)`` into a reused block of exactly ``size`` bytes
+    (``core/buffers.py``) rather than fresh memory, whose first touch is slow where the host
+    takes freed memory back; a fresh block's pages are faulted in with one call, not one at
+    a time as the library writes them. A library error is ``CorruptDataError`` naming
+    ``name``."""
+    out = buffers.take(size)
+    prefault(out.data)
+    try:
+        decompress(data, out)
+    except (RuntimeError, ValueError) as exc:
+        raise CorruptDataError(f"{name}: {exc}") from None
+    return out.data
 
 
 class _ZstdLibrary:

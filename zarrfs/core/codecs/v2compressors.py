@@ -40,12 +40,16 @@ from numcodecs.abc import Codec as NumCodec
 from pcodec import standalone as pcodec_standalone
 
 from zarrfs.core import buffers
-from zarrfs.core.codecs._bounded import check_claimed_size, decompress_streams, encoded_size_bound
+from zarrfs.core.codecs._bounded import (
+    check_claimed_size,
+    decompress_into_block,
+    decompress_streams,
+    encoded_size_bound,
+)
 from zarrfs.core.codecs.blosc import BloscCodec
 from zarrfs.core.codecs.gzip import gzip_decompress_bounded
 from zarrfs.core.codecs.zstd import ZstdCodec
 from zarrfs.core.errors import CorruptDataError, MetadataError, UnsupportedError
-from zarrfs.core.pages import prefault
 
 #: memory the lzma decoder may use for its dictionary and state (preset 9 needs about 65 MiB)
 LZMA_MEMLIMIT = 256 << 20
@@ -92,13 +96,7 @@ def _decode_lz4(config: Mapping[str, Any], data: bytes, max_size: int) -> bytes 
     if claimed >= buffers.MIN_BLOCK:
         # into a reused block, not fresh memory; numcodecs fails a block that decodes to any
         # other size than its header claims, so no byte of the block is left undecoded
-        block = buffers.take(claimed)
-        prefault(block.data)
-        try:
-            numcodecs.lz4.decompress(data, block)
-        except (RuntimeError, ValueError) as exc:
-            raise CorruptDataError(f"lz4: {exc}") from None
-        return block.data
+        return decompress_into_block("lz4", numcodecs.lz4.decompress, data, claimed)
     try:
         out = bytes(numcodecs.lz4.decompress(data))
     except (RuntimeError, ValueError) as exc:

@@ -33,13 +33,13 @@ import numcodecs.zstd
 from zarrfs.core import buffers
 from zarrfs.core.codecs._bounded import (
     check_claimed_size,
+    decompress_into_block,
     encoded_size_bound,
     zstd_decompress_into,
 )
 from zarrfs.core.codecs._config import bool_field, int_field, refuse_unknown_keys
 from zarrfs.core.codecs.base import BytesBytesCodec, register_codec
 from zarrfs.core.errors import CorruptDataError
-from zarrfs.core.pages import prefault
 
 MIN_LEVEL = -(1 << 17)  # ZSTD_minCLevel()
 MAX_LEVEL = 22
@@ -82,7 +82,7 @@ class ZstdCodec(BytesBytesCodec):
         if total == 0:
             return b""
         if len(frames) == 1 and total >= buffers.MIN_BLOCK:
-            return _decode_into_block(raw, total)
+            return decompress_into_block("zstd", numcodecs.zstd.decompress, raw, total)
         try:
             # numcodecs sizes its output from the frame headers just checked against the bound,
             # and the zstd library verifies every frame's content against its stated size.
@@ -95,18 +95,6 @@ class ZstdCodec(BytesBytesCodec):
 
     def max_encoded_size(self, size: int) -> int:
         return encoded_size_bound(size)
-
-
-def _decode_into_block(raw: bytes | memoryview, size: int) -> memoryview:
-    """The one frame of ``raw``, which states ``size`` content bytes, decoded into a reused
-    block of exactly that size."""
-    out = buffers.take(size)
-    prefault(out.data)  # a fresh block is faulted in with one call, not a page at a time
-    try:
-        numcodecs.zstd.decompress(raw, out)
-    except (RuntimeError, ValueError) as exc:
-        raise CorruptDataError(f"zstd: {exc}") from None
-    return out.data
 
 
 @dataclass(frozen=True)
