@@ -19,7 +19,8 @@ Invariants:
   is standard gzip that every reader decodes; without ``isal`` everything is zlib.
 - A stream of one gzip member whose trailer's length (ISIZE) fits ``max_size`` is first
   inflated by libdeflate (the system's ``libdeflate.so.0``, through ctypes) straight into a
-  reused block of exactly that length (``core/buffers.py``): ISA-L and zlib only return fresh
+  buffer of exactly that length from ``buffers.take`` (a reused block for a chunk of 1 MiB or
+  more, ``core/buffers.py``): ISA-L and zlib only return fresh
   memory, whose first touch costs ~20% of the decode on the benchmark machine. libdeflate
   checks the CRC and the length itself. Anything it does not take whole (several members,
   padding, a damaged stream, a length over ``max_size``) is decoded again by the streaming
@@ -136,8 +137,6 @@ _alloc_decompressor = function(
 #: a libdeflate decompressor is not thread-safe: each thread keeps its own (~32 KiB, for the
 #: thread's life: libdeflate's own free function is not needed for so few)
 _local = threading.local()
-#: streams shorter than this are left to the streaming path (a block is not worth it)
-_MIN_INTO = buffers.MIN_BLOCK
 
 
 def libdeflate_available() -> bool:
@@ -152,7 +151,7 @@ def _inflate_into_block(data: bytes | memoryview, max_size: int) -> memoryview |
     if not libdeflate_available() or len(data) < 18:
         return None
     size = int.from_bytes(data[-4:], "little")  # ISIZE: the length modulo 2**32
-    if size < _MIN_INTO or size > max_size:
+    if size > max_size:
         return None
     decompressor = getattr(_local, "decompressor", None)
     if decompressor is None:

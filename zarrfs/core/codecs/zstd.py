@@ -16,8 +16,9 @@ Invariants:
   frames are decoded by numcodecs into exactly that many bytes. A frame without a content size
   (streaming writers) is decoded by the zstd library into a buffer of ``max_size`` bytes, so it
   can never produce more. Concatenated frames decode to the concatenation of their contents.
-- A stream of exactly one frame stating a content size of 1 MiB or more is decoded into a
-  reused block of exactly that size (``core/buffers.py``) instead of fresh memory, whose first
+- A stream of exactly one frame is decoded into a buffer of exactly its stated content size
+  from ``buffers.take`` (a reused block from 1 MiB on, ``core/buffers.py``) instead of fresh
+  memory, whose first
   touch costs a fifth of the decode on the benchmark machine; the zstd library fails a frame
   whose content differs from its stated size, so no byte of the block is left undecoded.
 """
@@ -30,7 +31,6 @@ from typing import Any
 
 import numcodecs.zstd
 
-from zarrfs.core import buffers
 from zarrfs.core.codecs._bounded import (
     check_claimed_size,
     decompress_into_block,
@@ -81,7 +81,7 @@ class ZstdCodec(BytesBytesCodec):
         check_claimed_size("zstd", total, max_size)
         if total == 0:
             return b""
-        if len(frames) == 1 and total >= buffers.MIN_BLOCK:
+        if len(frames) == 1:
             return decompress_into_block("zstd", numcodecs.zstd.decompress, raw, total)
         try:
             # numcodecs sizes its output from the frame headers just checked against the bound,
