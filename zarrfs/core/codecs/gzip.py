@@ -20,11 +20,11 @@ Invariants:
 - A stream of one gzip member whose trailer's length (ISIZE) fits ``max_size`` is first
   inflated by libdeflate (the system's ``libdeflate.so.0``, through ctypes) straight into a
   buffer of exactly that length from ``buffers.take`` (a reused block for a chunk of 1 MiB or
-  more, ``core/buffers.py``): ISA-L and zlib only return fresh
-  memory, whose first touch costs ~20% of the decode on the benchmark machine. libdeflate
-  checks the CRC and the length itself. Anything it does not take whole (several members,
-  padding, a damaged stream, a length over ``max_size``) is decoded again by the streaming
-  path above, which alone decides what is an error, so both paths accept the same streams.
+  more, ``core/buffers.py``): ISA-L and zlib only return fresh memory, whose first touch
+  costs ~20% of the decode on the benchmark machine. libdeflate checks the CRC and the
+  length itself. Anything it does not take whole (several members, padding, a damaged
+  stream, a length over ``max_size``) is decoded again by the streaming path above, which
+  alone decides what is an error, so both paths accept the same streams.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ Invariants:
   can never produce more. Concatenated frames decode to the concatenation of their contents.
 - A stream of exactly one frame is decoded into a buffer of exactly its stated content size
   from ``buffers.take`` (a reused block from 1 MiB on, ``core/buffers.py``) instead of fresh
-  memory, whose first
-  touch costs a fifth of the decode on the benchmark machine; the zstd library fails a frame
-  whose content differs from its stated size, so no byte of the block is left undecoded.
+  memory, whose first touch costs a fifth of the decode on the benchmark machine; the zstd
+  library fails a frame whose content differs from its stated size, so no byte of the
+  buffer is left undecoded.
 """
 
 from __future__ import annotations
