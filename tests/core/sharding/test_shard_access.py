@@ -324,3 +324,84 @@ class TestStreamedRewrite:
         assert err.value.key == KEY
         assert store.get(KEY) == bytes(data)
         assert not [p for p in tmp_path.rglob("*") if p.name.startswith(TEMP_PREFIX)]
+
+
+class TestLocalRewrite:
+    """On a local store the kept runs come from the old shard opened once, into reused blocks,
+    with the kernel asked to read them ahead."""
+
+    @pytest.fixture
+    def shard(self, tmp_path, monkeypatch):
+        from zarrfs.core.stores import fileio
+        from zarrfs.core.stores.local import LocalStore
+
+        store = LocalStore(tmp_path)
+        codec = sharding([2, 2], codecs=[BYTES_LE, GZIP])
+        s = spec((4, 6), "<i4", fill=0)
+        arr = numbered((4, 6), "<i4")
+        store.set(KEY, codec.encode(arr, s) or b"")
+        old = access.read_shard_index(store, KEY, codec, s)
+        assert old is not None
+        events: list[tuple[str, int, int]] = []
+        real_hint, real_read = fileio.FileReader.will_need, fileio.FileReader.readinto
+
+        def hint(reader, offset: int, length: int) -> None:
+            events.append(("hint", offset, length))
+            real_hint(reader, offset, length)
+
+        def readinto(reader, buf, offset: int, nowait: bool = False) -> int:
+            events.append(("read", offset, len(buf)))
+            return real_read(reader, buf, offset, nowait)
+
+        monkeypatch.setattr(fileio.FileReader, "will_need", hint)
+        monkeypatch.setattr(fileio.FileReader, "readinto", readinto)
+        # one kept chunk per run
+        monkeypatch.setattr(access, "COPY_SPAN", max(n for _, _, n in old.present()))
+        return store, codec, s, arr, old, events
+
+    def _rewrite(self, shard) -> list[tuple[int, int]]:
+        """Rewrites inner chunk (0, 1); checks the result; returns the kept runs, in order."""
+        store, codec, s, arr, old, _ = shard
+        access.rewrite_shard(store, KEY, codec, s, {(0, 1): np.full((2, 2), 9, "<i4")})
+        expected = arr.copy()
+        expected[0:2, 2:4] = 9
+        np.testing.assert_array_equal(codec.decode(store.get(KEY), s), expected)
+        return sorted(((o, n) for c, o, n in old.present() if c != (0, 1)), key=lambda r: r)
+
+    def test_every_run_is_hinted_before_it_is_read(self, shard, monkeypatch) -> None:
+        monkeypatch.setattr(access, "READ_AHEAD", 0)  # no run ahead of the one read
+        runs = self._rewrite(shard)
+        events = shard[5]
+        assert events == [(kind, o, n) for o, n in runs for kind in ("hint", "read")]
+
+    def test_runs_ahead_are_hinted_before_the_first_read(self, shard, monkeypatch) -> None:
+        monkeypatch.setattr(access, "READ_AHEAD", 1 << 20)  # the whole shard
+        runs = self._rewrite(shard)
+        events = shard[5]
+        assert events == [("hint", o, n) for o, n in runs] + [("read", o, n) for o, n in runs]
+
+    def test_runs_are_read_into_reused_blocks(self, shard, monkeypatch) -> None:
+        from zarrfs.core import buffers
+
+        taken: list[tuple[int, int]] = []
+        real_take = buffers.take
+
+        def take(nbytes: int, capacity: int = 0):
+            taken.append((nbytes, capacity))
+            return real_take(nbytes, capacity)
+
+        monkeypatch.setattr(buffers, "take", take)
+        runs = self._rewrite(shard)
+        # the runs, each in the one size class of kept runs (others: encoding, decoding)
+        assert [t for t in taken if t[1] == access.COPY_SPAN] == [
+            (n, access.COPY_SPAN) for _, n in runs
+        ]
+
+    def test_a_shard_gone_before_its_runs_are_read(self, shard, monkeypatch) -> None:
+        store, codec, s, *_ = shard
+        before = store.get(KEY)
+        monkeypatch.setattr(store, "open_reader", lambda key: None)
+        with pytest.raises(CorruptDataError, match="disappeared") as err:
+            access.rewrite_shard(store, KEY, codec, s, {(0, 1): np.ones((2, 2), "<i4")})
+        assert err.value.key == KEY
+        assert store.get(KEY) == before
