@@ -18,6 +18,10 @@ and together, on the same machine and in the same run as the read itself:
 The disk is measured apart by the bench (a plain file read cold): for ``bytes`` the ceiling is
 also bounded by it.
 
+The same for a full overwrite (``dd`` of the whole ``data.raw``): *encode alone* (``encode_all``:
+every unit encoded and stored in memory by zarrfs' engine) and *the transport alone* (the
+bench's pyfuse3 write floor into a buffer, ``scripts/write_floor.py``), overlapped perfectly.
+
 Invariants: decode alone never touches the disk during its timing (the encoded objects are read
 into memory first); serving alone checks that the daemon loaded nothing during its timing
 (``cache_misses`` in ``stats.json`` did not move), else the figure is reported as not clean.
@@ -30,6 +34,7 @@ import resource
 import statistics
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +80,44 @@ def decode_all(mem: MemoryStore, array: str, threads: int | None = None) -> Deco
     cpu = _thread_cpu() - cpu0
     arr.engine.close()
     return DecodeRun(seconds, cpu, len(units))
+
+
+class _Discarding(MemoryStore):
+    """A copy of a memory store whose sets consume their pieces and keep nothing (counted in
+    ``stored``): what a flush into it costs is the encoding alone."""
+
+    streams_sets = True
+
+    def __init__(self, source: MemoryStore) -> None:
+        super().__init__()
+        self._data = source._data
+        self.stored = 0
+
+    def set(self, key: str, data: bytes | memoryview) -> None:
+        self.stored += len(data)
+
+    def set_stream(self, key: str, parts: Callable[[], Iterable[bytes | memoryview]]) -> None:
+        for piece in parts():
+            self.stored += len(piece)
+
+
+def encode_all(mem: MemoryStore, array: str, data: bytes, threads: int | None = None) -> DecodeRun:
+    """The counterpart of ``decode_all`` for an overwrite: ``data`` (the array's C-order
+    bytes) written into dirty units of ``array`` with zarrfs' engine, then one flush encodes
+    every unit (``threads`` concurrent jobs, default one per CPU) into a store that keeps
+    nothing. Only the flush is timed: the copies into dirty units and storing are left out."""
+    threads = threads or os.cpu_count() or 1
+    sink = _Discarding(mem)
+    arr = open_array(sink, array, Engine(cache_size=1 << 40, threads=max(1, threads - 1)))
+    arr.write(0, data)  # below the dirty limit of this cache: nothing is stored yet
+    units = len(arr._dirty)
+    cpu0 = _thread_cpu()
+    t0 = time.perf_counter()
+    arr.flush()
+    seconds = time.perf_counter() - t0
+    cpu = _thread_cpu() - cpu0
+    arr.engine.close()
+    return DecodeRun(seconds, cpu, units)
 
 
 #: a CPU-bound loop of about half a second that prints its own duration

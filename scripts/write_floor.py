@@ -15,7 +15,8 @@ bench's overwrite on it: ``dd if=SRC of=MNT/data.raw bs=1M conv=notrunc,fsync`` 
   that stores the bytes as they come and keeps the durability promise.
 
 SRC is read once before the timing, so it comes from the page cache. After the timing the file
-is read back through the mount and compared with SRC (``same``).
+is read back through the mount and compared with SRC (``same``). ``cpu_s``: the CPU seconds
+the floor's server and ``dd`` used in the timing (the transport's CPU cost).
 
     python scripts/write_floor.py SRC [--dir DIR] [--kind memory,file]   # prints one JSON line
 """
@@ -26,13 +27,14 @@ import argparse
 import errno
 import json
 import os
+import resource
 import stat
 import subprocess
 import sys
 import tempfile
 import time
 
-from floorfs import serving
+from floorfs import process_cpu, serving
 
 INODE = 2
 NAME = b"data.raw"
@@ -113,13 +115,20 @@ def serve(mountpoint: str, size: int, kind: str, directory: str) -> None:
         pyfuse3.close(unmount=False)
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's reaped children (``dd``)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def measure(src: str, kind: str, directory: str) -> dict[str, float | str | bool]:
     size = os.path.getsize(src)
     subprocess.run(["cat", src], stdout=subprocess.DEVNULL, check=True)  # into the page cache
     with tempfile.TemporaryDirectory(prefix="write-floor-") as mnt:
         argv = [sys.executable, __file__, src, "--serve", mnt, "--kind", kind, "--dir", directory]
-        with serving(argv, mnt):
+        with serving(argv, mnt) as server:
             target = os.path.join(mnt, NAME.decode())
+            cpu0 = process_cpu(server.pid) + _children_cpu()
             began = time.perf_counter()
             subprocess.run(
                 ["dd", f"if={src}", f"of={target}", "bs=1M", "conv=notrunc,fsync", "status=none"],
@@ -128,6 +137,7 @@ def measure(src: str, kind: str, directory: str) -> dict[str, float | str | bool
             wrote = time.perf_counter()
             os.sync()
             done = time.perf_counter()
+            cpu = process_cpu(server.pid) + _children_cpu() - cpu0
             seconds = done - began
             # untimed: what the floor took is what dd wrote (the floor really stores the bytes)
             same = subprocess.run(["cmp", "-s", src, target]).returncode == 0
@@ -138,6 +148,7 @@ def measure(src: str, kind: str, directory: str) -> dict[str, float | str | bool
                 "dd_s": wrote - began,
                 "sync_s": done - wrote,
                 "mib_s": size / (1 << 20) / seconds,
+                "cpu_s": cpu,
             }
 
 

@@ -1,7 +1,7 @@
 """The benchmark's bookkeeping (``scripts/bench.py``, ``scripts/bench_ceiling.py``): ratios
 against the best peer, rows measured on a busy machine flagged, the ceiling's decode pass
-decoding every unit from memory, the CPU capacity measured; the pyfuse3 write floor storing
-what ``dd`` wrote."""
+decoding every unit from memory and its encode pass encoding every unit, the CPU capacity
+measured; the pyfuse3 write floor storing what ``dd`` wrote."""
 
 from __future__ import annotations
 
@@ -76,6 +76,30 @@ def test_decode_alone_decodes_every_unit_from_memory(tmp_path: Path) -> None:
     assert run.units == 3 * 2 and run.seconds > 0
 
 
+def test_encode_alone_encodes_every_unit_and_stores_nothing(tmp_path: Path) -> None:
+    zarr = pytest.importorskip("zarr")
+    data = np.arange(40 * 30, dtype="<f4").reshape(40, 30)
+    store = tmp_path / "s.zarr"
+    root = zarr.open_group(str(store), mode="w")
+    root.create_array("x", shape=data.shape, chunks=(16, 16), dtype="<f4")[...] = data
+    mem = bench_ceiling.memory_copy(store)
+    before = dict(mem._data)
+    new = (data + 1).tobytes()
+    sink = bench_ceiling._Discarding(mem)
+    run = bench_ceiling.encode_all(mem, "x", new, threads=2)
+    assert run.units == 3 * 2 and run.seconds > 0
+    assert mem._data == before  # the store's objects are left as they were
+    # what a flush gives the discarding store is every chunk encoded: as many bytes as the
+    # chunks zarr-python writes for the same data
+    arr = bench_ceiling.open_array(sink, "x", bench_ceiling.Engine(cache_size=1 << 30))
+    arr.write(0, new)
+    arr.flush()
+    root["x"][...] = data + 1
+    chunks = [p for p in (store / "x" / "c").rglob("*") if p.is_file()]
+    assert sink.stored == sum(p.stat().st_size for p in chunks) > 0
+    arr.engine.close()
+
+
 def test_cpu_capacity_is_cores_times_alone_over_together() -> None:
     cap, alone, together = bench_ceiling.parallel_capacity(sys.executable, 2, repeat=1)
     assert alone > 0 and together > 0
@@ -94,5 +118,5 @@ def test_the_write_floor_stores_what_dd_wrote(tmp_path: Path) -> None:
     )  # fmt: skip
     runs = [json.loads(line) for line in out.stdout.splitlines()]
     assert [r["kind"] for r in runs] == ["memory", "file"]
-    assert all(r["same"] and r["mib_s"] > 0 for r in runs)
+    assert all(r["same"] and r["mib_s"] > 0 and r["cpu_s"] > 0 for r in runs)
     assert [p.name for p in tmp_path.iterdir()] == ["src.raw"]  # the floor's file is gone
