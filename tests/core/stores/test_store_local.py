@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_store_contract import REFERENCE, StoreContract
@@ -431,6 +432,49 @@ def test_group_fsyncs_each_temp_then_each_directory_once(
     for key in keys:
         assert store.get(key) == key.encode()
     assert not list(root.rglob(f"{TEMP_PREFIX}*"))
+
+
+def test_group_replaces_files_held_open_and_closes_them_after(
+    store: LocalStore, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file being replaced is open in the daemon while its rename runs (so the rename only
+    unlinks it; its blocks are freed at the close), and closed after the commit."""
+    from zarrfs.core.stores import localgroup
+
+    keys = ["a/c/0/0", "a/c/0/1", "n/e/w"]
+    for key in keys[:2]:  # n/e/w is new: nothing to hold
+        store.set(key, b"old " + key.encode())
+    assert store.get(keys[2]) is None
+
+    def held_paths() -> set[str]:
+        fds = Path("/proc/self/fd")
+        out = set()
+        for fd in fds.iterdir():
+            try:
+                out.add(os.readlink(fd))
+            except OSError:
+                continue
+        return out
+
+    held_at_rename: list[bool] = []
+    real_replace = os.replace
+
+    def recording_replace(src: str, dst: str, **kw: Any) -> None:
+        target = os.path.join(os.readlink(f"/proc/self/fd/{kw['dst_dir_fd']}"), dst)
+        held_at_rename.append(target in held_paths())
+        real_replace(src, dst, **kw)
+
+    group = store.group()
+    for key in keys:
+        group.set(key, b"new " + key.encode())
+    monkeypatch.setattr(os, "replace", recording_replace)
+    group.commit()
+    assert held_at_rename == [True, True, False]
+    localgroup._closer.submit(lambda: None).result()  # one thread: the closes ran before
+    real = str(root.resolve())
+    assert not [p for p in held_paths() if p.startswith(real) and p.endswith("(deleted)")]
+    for key in keys:
+        assert store.get(key) == b"new " + key.encode()
 
 
 def test_group_failed_rename_leaves_old_or_new_and_no_temp(

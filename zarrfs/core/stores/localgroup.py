@@ -12,7 +12,9 @@ renamed over the key, then the directory fsynced. ``LocalGroup`` is group commit
 2. commit: every temporary file is fsynced (its data mostly on disk by then; an adopted one
    was fsynced by its writer after its last byte, ``Staged.synced``, and is not again: on
    ext4 each fsync flushes the device's cache), renamed over its key, then each directory
-   that got a rename is fsynced once (not once per object).
+   that got a rename is fsynced once (not once per object). The files being replaced are
+   held open across the renames and closed by a thread of this module afterwards, so the
+   file system frees their blocks after the commit rather than inside it.
 
 Invariants:
 - a temporary file is complete and fsynced before it is renamed, so after a crash at any
@@ -30,8 +32,10 @@ import ctypes
 import dataclasses
 import os
 import secrets
+import stat
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from zarrfs.core.errors import StoreError
@@ -123,14 +127,56 @@ def publish(
             for temp, _ in renames:
                 unlink_quietly(dir_fd, temp)
             raise
-    for n, (temp, name) in enumerate(renames):
+    # the files being replaced are held open across their renames and closed by a thread
+    # afterwards: freeing a replaced file's blocks then happens at that close, not inside the
+    # rename that the commit (and a writer waiting for it) waits on
+    replaced = _hold(dir_fd, [name for _, name in renames[:HELD_REPLACED]])
+    try:
+        for n, (temp, name) in enumerate(renames):
+            try:
+                os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                for left, _ in renames[n:]:
+                    unlink_quietly(dir_fd, left)
+                raise
+        os.fsync(dir_fd)
+    finally:
+        if replaced:
+            _closer.submit(_close_all, replaced)
+
+
+#: at most this many files replaced by one ``publish`` are held open until after it
+HELD_REPLACED = 256
+#: closes the files replaced by ``publish``: renamed over while closed, each 16 MiB chunk file
+#: took ~3 ms inside its rename on ext4 (the file system freeing its blocks), which a commit
+#: of 12 chunks waited 33-43 ms for (1-5 ms with them held open)
+_closer = ThreadPoolExecutor(1, thread_name_prefix="zarrfs-close")
+_HOLD_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _hold(dir_fd: int, names: Sequence[str]) -> list[int]:
+    """Descriptors of those of ``names`` in ``dir_fd`` that exist and are regular files,
+    held open so that renaming over them only unlinks them."""
+    held: list[int] = []
+    for name in names:
         try:
-            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            for left, _ in renames[n:]:
-                unlink_quietly(dir_fd, left)
-            raise
-    os.fsync(dir_fd)
+            fd = os.open(name, _HOLD_FLAGS, dir_fd=dir_fd)
+        except OSError:  # missing (a new object), a symlink, or unreadable: replaced as is
+            continue
+        try:
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        except OSError:
+            regular = False
+        if regular:
+            held.append(fd)
+        else:
+            os.close(fd)
+    return held
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 def commit_staged(
