@@ -65,23 +65,25 @@ def test_the_gate_waits_for_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sample.busy == pytest.approx(0.1)  # stopped at the first quiet reading
 
 
-def test_decode_alone_decodes_every_unit_from_memory(tmp_path: Path) -> None:
+def _small_store(tmp_path: Path) -> tuple[Path, np.ndarray, object]:
+    """A zarr-python array ``x`` of 3 x 2 chunks: (its store, its data, the zarr group)."""
     zarr = pytest.importorskip("zarr")
     data = np.arange(40 * 30, dtype="<f4").reshape(40, 30)
     store = tmp_path / "s.zarr"
     root = zarr.open_group(str(store), mode="w")
     root.create_array("x", shape=data.shape, chunks=(16, 16), dtype="<f4")[...] = data
+    return store, data, root
+
+
+def test_decode_alone_decodes_every_unit_from_memory(tmp_path: Path) -> None:
+    store, _, _ = _small_store(tmp_path)
     mem = bench_ceiling.memory_copy(store)
     run = bench_ceiling.decode_all(mem, "x", threads=2)
     assert run.units == 3 * 2 and run.seconds > 0
 
 
 def test_encode_alone_encodes_every_unit_and_stores_nothing(tmp_path: Path) -> None:
-    zarr = pytest.importorskip("zarr")
-    data = np.arange(40 * 30, dtype="<f4").reshape(40, 30)
-    store = tmp_path / "s.zarr"
-    root = zarr.open_group(str(store), mode="w")
-    root.create_array("x", shape=data.shape, chunks=(16, 16), dtype="<f4")[...] = data
+    store, data, root = _small_store(tmp_path)
     mem = bench_ceiling.memory_copy(store)
     before = dict(mem._data)
     new = (data + 1).tobytes()
@@ -94,7 +96,7 @@ def test_encode_alone_encodes_every_unit_and_stores_nothing(tmp_path: Path) -> N
     arr = bench_ceiling.open_array(sink, "x", bench_ceiling.Engine(cache_size=1 << 30))
     arr.write(0, new)
     arr.flush()
-    root["x"][...] = data + 1
+    root["x"][...] = data + 1  # type: ignore[index]
     chunks = [p for p in (store / "x" / "c").rglob("*") if p.is_file()]
     assert sink.stored == sum(p.stat().st_size for p in chunks) > 0
     arr.engine.close()
