@@ -79,7 +79,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -98,6 +97,7 @@ from typing import Any
 import numpy as np
 import tifffile
 from bench_ceiling import decode_all, encode_all, memory_copy, parallel_capacity
+from floorfs import children_cpu, proc_cpu
 
 REPO = Path(__file__).resolve().parent.parent
 MiB = 1 << 20
@@ -200,22 +200,6 @@ def read_status(pid: int, field_name: str) -> int | None:
     except OSError:
         return None
     return None
-
-
-def proc_cpu(pid: int) -> float:
-    """User + system CPU seconds of a running process (``/proc/PID/stat``)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children_cpu() -> float:
-    """User + system CPU seconds of this process' waited-for children so far."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 def pct(values: np.ndarray, q: float) -> float:

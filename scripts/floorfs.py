@@ -3,13 +3,15 @@
 A floor is a minimal pyfuse3 file system the benchmark compares zarrfs with; its script mounts
 it in a child process (``--serve MOUNTPOINT``). ``serving`` starts that process, waits until
 the mount is there, and always unmounts and reaps it, even when the measurement fails.
-``process_cpu`` tells the CPU seconds a process (the floor's server) used so far.
+``proc_cpu`` and ``children_cpu`` tell the CPU seconds a process (a floor's server, the
+daemon) and this process' reaped children used so far; the bench uses them too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,11 +20,20 @@ from collections.abc import Iterator
 MOUNT_TIMEOUT = 30.0
 
 
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (``/proc/PID/stat``)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a running process (``/proc/PID/stat``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of this process' waited-for children so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 @contextlib.contextmanager

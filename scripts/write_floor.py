@@ -27,14 +27,13 @@ import argparse
 import errno
 import json
 import os
-import resource
 import stat
 import subprocess
 import sys
 import tempfile
 import time
 
-from floorfs import process_cpu, serving
+from floorfs import children_cpu, proc_cpu, serving
 
 INODE = 2
 NAME = b"data.raw"
@@ -115,12 +114,6 @@ def serve(mountpoint: str, size: int, kind: str, directory: str) -> None:
         pyfuse3.close(unmount=False)
 
 
-def _children_cpu() -> float:
-    """CPU seconds of this process's reaped children (``dd``)."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def measure(src: str, kind: str, directory: str) -> dict[str, float | str | bool]:
     size = os.path.getsize(src)
     subprocess.run(["cat", src], stdout=subprocess.DEVNULL, check=True)  # into the page cache
@@ -128,7 +121,7 @@ def measure(src: str, kind: str, directory: str) -> dict[str, float | str | bool
         argv = [sys.executable, __file__, src, "--serve", mnt, "--kind", kind, "--dir", directory]
         with serving(argv, mnt) as server:
             target = os.path.join(mnt, NAME.decode())
-            cpu0 = process_cpu(server.pid) + _children_cpu()
+            cpu0 = proc_cpu(server.pid) + children_cpu()
             began = time.perf_counter()
             subprocess.run(
                 ["dd", f"if={src}", f"of={target}", "bs=1M", "conv=notrunc,fsync", "status=none"],
@@ -137,7 +130,7 @@ def measure(src: str, kind: str, directory: str) -> dict[str, float | str | bool
             wrote = time.perf_counter()
             os.sync()
             done = time.perf_counter()
-            cpu = process_cpu(server.pid) + _children_cpu() - cpu0
+            cpu = proc_cpu(server.pid) + children_cpu() - cpu0
             seconds = done - began
             # untimed: what the floor took is what dd wrote (the floor really stores the bytes)
             same = subprocess.run(["cmp", "-s", src, target]).returncode == 0
