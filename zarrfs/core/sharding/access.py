@@ -49,7 +49,7 @@ from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.codecs.sharding import ShardingCodec
 from zarrfs.core.errors import CorruptDataError, StoreError
 from zarrfs.core.sharding import format as fmt
-from zarrfs.core.stores.base import ByteRange, Store, StoreGroup, SuffixRange
+from zarrfs.core.stores.base import ByteRange, ObjectReader, Store, StoreGroup, SuffixRange
 
 #: byte ranges separated by less than this are fetched as one request
 COALESCE_GAP = 64 * 1024
@@ -165,19 +165,10 @@ def _read_into_blocks(
     out: dict[tuple[int, ...], np.ndarray[Any, Any]] = {}
     with reader:
         for c, (offset, nbytes) in sorted(wanted.items(), key=lambda item: item[1][0]):
-            if offset + nbytes > reader.size:
-                raise CorruptDataError(
-                    f"shard index points at bytes [{offset}, {offset + nbytes}) but the shard "
-                    f"ends at {reader.size}",
-                    key=key,
-                )
-            encoded = buffers.take(nbytes, inner.max_encoded_size)
-            got = reader.readinto(encoded.data, offset)
-            if got != nbytes:
-                raise CorruptDataError(
-                    f"shard shrank while inner chunk {c} was read ({got} of {nbytes} bytes)",
-                    key=key,
-                )
+            encoded = _read_span(
+                reader, key, offset, offset + nbytes, inner.max_encoded_size,
+                f"inner chunk {c} was read",
+            )  # fmt: skip
             try:
                 arr = codec.decode_inner(encoded.data, shard_spec, c, inner)
             except CorruptDataError as exc:
@@ -322,9 +313,11 @@ class _KeptBytes:
 
     def __init__(self, store: Store, key: str, runs: Sequence[_Run]) -> None:
         self._store, self._key, self._runs = store, key, runs
-        self._reader = store.open_reader(key) if runs and store.reads_into else None
-        if runs and store.reads_into and self._reader is None:
-            raise CorruptDataError("shard disappeared while it was rewritten", key=key)
+        self._reader: ObjectReader | None = None
+        if runs and store.reads_into:
+            self._reader = store.open_reader(key)
+            if self._reader is None:
+                raise CorruptDataError("shard disappeared while it was rewritten", key=key)
         self._hinted = 0  # runs[:_hinted] were hinted (or read)
 
     def __enter__(self) -> _KeptBytes:
@@ -340,21 +333,8 @@ class _KeptBytes:
         if reader is None:
             blob = self._store.get(self._key, ByteRange(first, end - first))
             return _check_span(blob, self._key, first, end, "it was rewritten")
-        if end > reader.size:
-            raise CorruptDataError(
-                f"shard index points at bytes [{first}, {end}) but the shard ends at {reader.size}",
-                key=self._key,
-            )
         self._hint_after(run)
-        block = buffers.take(end - first, COPY_SPAN)
-        got = reader.readinto(block.data, first)
-        if got != end - first:
-            raise CorruptDataError(
-                f"shard shrank while it was rewritten ({got} of the {end - first} bytes at "
-                f"{first})",
-                key=self._key,
-            )
-        return block.data
+        return _read_span(reader, self._key, first, end, COPY_SPAN, "it was rewritten").data
 
     def _hint_after(self, run: _Run) -> None:
         """Ask for ``run`` and the runs after it, up to ``READ_AHEAD`` bytes past its end,
@@ -386,6 +366,27 @@ def rewrite_memory(
     if codec.index_location == "start":
         held += n_updates * inner.max_encoded_size
     return held
+
+
+def _read_span(
+    reader: ObjectReader, key: str, first: int, end: int, capacity: int, while_: str
+) -> np.ndarray[Any, Any]:
+    """Bytes ``[first, end)`` of the shard open in ``reader``, read into a reused block of
+    ``capacity``'s size class (``core/buffers.py``); CorruptDataError if the shard is shorter
+    (``while_``: what was being done, for the message)."""
+    if end > reader.size:
+        raise CorruptDataError(
+            f"shard index points at bytes [{first}, {end}) but the shard ends at {reader.size}",
+            key=key,
+        )
+    block = buffers.take(end - first, capacity)
+    got = reader.readinto(block.data, first)
+    if got != end - first:
+        raise CorruptDataError(
+            f"shard shrank while {while_} ({got} of the {end - first} bytes at {first})",
+            key=key,
+        )
+    return block
 
 
 def _check_span(blob: bytes | None, key: str, start: int, end: int, while_: str) -> bytes:
