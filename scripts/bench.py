@@ -202,6 +202,15 @@ def read_status(pid: int, field_name: str) -> int | None:
     return None
 
 
+def rotated_rounds(steps: list[Callable[[], None]], rounds: int) -> None:
+    """Run every step ``rounds`` times, round ``k`` starting with step ``k`` (mod their count)
+    and going on in order: no step is always the first after the others."""
+    for k in range(rounds):
+        first = k % len(steps)
+        for step in steps[first:] + steps[:first]:
+            step()
+
+
 def pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
@@ -756,10 +765,7 @@ class Bench:
         # each round starts with another reader: the first measurement after a cache drop can
         # meet slower memory (this VM hands freed memory back to its host, which backs it
         # again on the next touch), and no reader should always be the one that meets it
-        readers = [zarrfs_cat, zarrfs_np, zarr_python, tensorstore]
-        for k in range(reps):
-            for read in readers[k % len(readers) :] + readers[: k % len(readers)]:
-                read()
+        rotated_rounds([zarrfs_cat, zarrfs_np, zarr_python, tensorstore], reps)
         peak, identical = state["peak"], state["identical"]
         rate = {k: mibps(n, median(secs)) for k, secs in t.items()}
         wall = median(t["cat"])
@@ -1076,10 +1082,7 @@ class Bench:
             ts_arr = ts_open(store)
             t["ts"].append(timed_then_sync(partial(_write_ts, ts_arr, x)))
 
-        writers = [zarrfs_dd, zarr_python, tensorstore]  # each round starts with another one
-        for k in range(reps):
-            for write in writers[k % len(writers) :] + writers[: k % len(writers)]:
-                write()
+        rotated_rounds([zarrfs_dd, zarr_python, tensorstore], reps)
         peak, identical = state["peak"], state["identical"]
         split = self._overwrite_split(store, src)
         rate = {k: mibps(n, median(secs)) for k, secs in t.items()}

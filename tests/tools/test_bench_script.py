@@ -31,6 +31,13 @@ def test_ratio_is_against_the_best_peer_in_both_directions() -> None:
     assert bench.Row("rss", "bytes", 500.0).ratio is None
 
 
+def test_each_round_starts_with_another_step() -> None:
+    ran: list[str] = []
+    steps = [lambda name=name: ran.append(name) for name in "abc"]
+    bench.rotated_rounds(steps, 4)
+    assert ran == list("abcbcacababc")
+
+
 def _bench(gate: bench.LoadGate, tmp_path: Path) -> bench.Bench:
     return bench.Bench(None, bench.SMALL, tmp_path, tmp_path / "mnt", gate=gate)  # type: ignore[arg-type]
 
