@@ -78,6 +78,19 @@ def test_idle_blocks_stay_within_the_limit():
     assert pool.idle_bytes == 0
 
 
+def test_blocks_of_a_size_in_use_displace_the_longest_idle_ones():
+    pool = BlockPool(limit=4 * MIN_BLOCK)
+    big = [pool.take(2 * MIN_BLOCK) for _ in range(2)]
+    del big  # the limit is full of blocks of a size nobody takes again
+    assert pool.idle_bytes == 4 * MIN_BLOCK
+    for _ in range(3):  # blocks of another size come and go
+        small = [pool.take(MIN_BLOCK) for _ in range(2)]
+        del small
+    assert pool.reused >= 2  # the later rounds took the earlier rounds' blocks
+    assert pool.stats()["idle_bytes"] <= pool.limit
+    assert sorted(len(b) for b, _ in pool._idle[MIN_BLOCK]) == [MIN_BLOCK, MIN_BLOCK]
+
+
 def test_blocks_idle_too_long_are_freed(monkeypatch):
     pool = BlockPool(limit=64 << 20)
     clock = [1000.0]

@@ -134,6 +134,8 @@ class ArrayState:
         self._last_end = -1
         #: flat byte offset up to which loads have been started by prefetching
         self._prefetch_end = 0
+        #: flat byte offset before which passed units were dropped from the cache
+        self._release_from = 0
         self._stored_bytes: int | None = None
 
     @property

@@ -20,8 +20,10 @@ array; nobody gives blocks back by hand, so nothing in use is ever handed out tw
 Invariants:
 - a block is handed out at most once at a time: it is idle only after the array over it
   (and so every view, memoryview and slice of it) was freed;
-- idle blocks take at most ``limit`` bytes (a block that would pass it is freed instead), and
-  one idle longer than ``IDLE_SECONDS`` is freed at the next ``take``; ``trim`` frees them all;
+- idle blocks take at most ``limit`` bytes: a block that would pass it frees the blocks idle
+  longest, of any size, until it fits (blocks of a size nobody takes any more give way to the
+  sizes in use), and a block larger than ``limit`` is freed; one idle longer than
+  ``IDLE_SECONDS`` is freed at the next ``take``; ``trim`` frees them all;
 - requests below ``MIN_BLOCK`` bytes are plain ``numpy.empty`` arrays (glibc reuses those);
 - ``_lock`` is a leaf, and the finalizer of a freed array takes no lock (it appends its block
   to ``_returned``, which the next ``take`` moves to the idle blocks): the cyclic garbage
@@ -133,18 +135,25 @@ class BlockPool:
         self._returned.append((block, time.monotonic()))
 
     def _settle(self, dropped: list[_Block]) -> None:
-        """Move the returned blocks to ``_idle`` (``_lock`` held); those over the limit go to
-        ``dropped``, for the caller to release after the lock (a block is unmapped once its
-        last export is released)."""
+        """Move the returned blocks to ``_idle`` (``_lock`` held), freeing the longest idle ones
+        to keep within the limit: the blocks freed go to ``dropped``, for the caller to
+        release after the lock (a block is unmapped once its last export is released)."""
         while self._returned:
             try:
                 block, since = self._returned.popleft()
             except IndexError:  # pragma: no cover - only this thread pops, under the lock
                 break
             size = len(block)
-            if self._idle_bytes + size > self.limit:
+            if size > self.limit:
                 dropped.append(block)
                 continue
+            while self._idle_bytes + size > self.limit:  # the longest idle make room
+                oldest = min(self._idle, key=lambda n: self._idle[n][0][1])
+                kept = self._idle[oldest]
+                dropped.append(kept.pop(0)[0])
+                self._idle_bytes -= oldest
+                if not kept:
+                    del self._idle[oldest]
             self._idle[size].append((block, since))
             self._idle_bytes += size
 

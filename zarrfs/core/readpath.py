@@ -382,6 +382,7 @@ class ReadPath(ArrayState):
             return
         advised = max(end, self._prefetch_end)
         self._prefetch_end = end + window
+        self._release_behind(end - window)
         if direct and self._units.direct:
             self._advise_ahead(advised, min(self.nbytes, end + window))
             return
@@ -394,7 +395,11 @@ class ReadPath(ArrayState):
         # slack for the reader's next requests and other arrays
         room = engine.cache_size - engine.pool_bytes - engine.dirty_bytes
         room -= len(using) * unit_bytes + window
-        reach = max(window, room)  # flat bytes scanned ahead (their units take >= as many)
+        # flat bytes scanned ahead (their units take >= as many): the units met within a
+        # window and the layer of units after it, no further (the release behind the reader
+        # then hands their memory to the next ones), and never more than the room
+        plane = self.nbytes // self.shape[0] if self.shape and self.shape[0] else 0
+        reach = max(window, min(room, window + self._unit_spec.shape[0] * plane))
         wanted: list[Coords] = []
         new = 0
         for u in self._units_in(end, min(self.nbytes, end + reach)):
@@ -418,6 +423,31 @@ class ReadPath(ArrayState):
                 for u in us:
                     self._inflight[u] = load
             load.task = self.engine.executor.submit(self._background_load, load)
+
+    def _release_behind(self, behind: int) -> None:
+        """Drop from the chunk cache the clean units a sequential reader has passed: those
+        whose last byte lies before ``behind`` (a window before the reader). It never needs
+        them again, the kernel's page cache keeps what was served, and the blocks they free
+        (``core/buffers.py``) take the next units the reader needs, instead of fresh memory.
+        Scans each stretch of bytes once (``_release_from`` only grows): a unit that ends past
+        ``behind`` is met again by the next scan, and a reader that went back releases
+        nothing before it passes the furthest point released."""
+        start = self._release_from
+        if behind <= start:
+            return
+        self._release_from = behind
+        grid = self._unit_grid
+        cache = self.engine.chunk_cache
+        for u in self._units_in(start, behind):
+            origin = grid.chunk_origin(u)
+            last = 0  # the unit's last element, flat C-order index
+            for o, c, n in zip(origin, grid.chunk_shape, self.shape):
+                last = last * n + min(o + c, n) - 1
+            if (last + 1) * self.itemsize > behind:
+                continue
+            with self._lock:  # loads in flight and dirty units stay
+                if u not in self._inflight and u not in self._dirty:
+                    cache.pop((self.uid, u))
 
     def _advise_ahead(self, start: int, stop: int) -> None:
         """In a pool thread, ask the store to fetch the parts of the stored chunks that the

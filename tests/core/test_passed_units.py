@@ -1,0 +1,114 @@
+"""A sequential reader's units (``readpath._maybe_prefetch``): loaded a window and a layer of
+units ahead, never the whole cache's worth, and dropped from the cache once the reader has
+passed them, so their memory takes the next ones; dirty units and a reader that turns back
+keep what they need."""
+
+from __future__ import annotations
+
+import numpy as np
+import zarr
+from zarr.codecs import ZstdCodec
+
+from zarrfs.core.array import Engine
+from zarrfs.core.hierarchy import open_array
+from zarrfs.core.stores.local import LocalStore
+
+# 16 layers of 8 chunks of 64 KiB (thin layers: a layer is 512 KiB of the view)
+SHAPE, CHUNKS = (64, 128, 256), (4, 64, 64)
+LAYER = 4 * 128 * 256 * 4
+WINDOW = 1 << 20
+STEP = 64 << 10
+
+
+def _make(path):
+    z = zarr.create_array(
+        str(path), shape=SHAPE, chunks=CHUNKS, dtype="<f4", compressors=[ZstdCodec(level=1)]
+    )
+    data = np.arange(np.prod(SHAPE), dtype="<f4").reshape(SHAPE)
+    z[...] = data
+    return data
+
+
+def _open(tmp_path):
+    engine = Engine(cache_size=64 << 20, threads=2, prefetch_bytes=WINDOW)
+    return open_array(LocalStore(tmp_path / "a"), "", engine), engine
+
+
+def _held(arr, engine):
+    """The layers (first chunk index) of the units cached or being loaded."""
+    engine.executor.submit(lambda: None).result()  # (a job queued behind the loads)
+    with arr._lock:
+        loading = set(arr._inflight)
+    cached = {k[1] for k in list(engine.chunk_cache._entries) if k[0] == arr.uid}
+    return {u[0] for u in cached | loading}
+
+
+def _settle(arr, engine):
+    """Wait until no load of the array is in flight."""
+    for _ in range(1000):
+        with arr._lock:
+            if not arr._inflight:
+                return
+        engine.executor.submit(lambda: None).result()
+    raise AssertionError("loads still in flight")
+
+
+def test_units_behind_the_reader_leave_the_cache_and_loads_reach_a_layer_past_a_window(
+    tmp_path,
+):
+    data = _make(tmp_path / "a")
+    arr, engine = _open(tmp_path)
+    try:
+        got = b""
+        for off in range(0, arr.nbytes // 2, STEP):
+            got += arr.read(off, STEP)
+        assert got == data.tobytes()[: arr.nbytes // 2]
+        _settle(arr, engine)
+        held = _held(arr, engine)
+        end = arr.nbytes // 2  # layer 8 starts here
+        # nothing more than a window behind the last plan (made every half window) before
+        # the reader, nothing further than a window and a layer ahead
+        assert min(held) >= (end - WINDOW - WINDOW // 2) // LAYER
+        assert max(held) < (end + WINDOW + LAYER) // LAYER + 1
+        assert max(held) >= end // LAYER + 1  # (but ahead it does load)
+        # the rest reads right, and a reader that starts again finds the first layers loaded
+        rest = b"".join(arr.read(o, STEP) for o in range(end, arr.nbytes, STEP))
+        assert got + rest == data.tobytes()
+        assert arr.read(0, STEP) == data.tobytes()[:STEP]
+    finally:
+        engine.close()
+
+
+def test_replanning_at_one_place_loads_no_further_than_a_window_and_a_layer(tmp_path):
+    # concurrent kernel read-ahead makes the reader look non-sequential now and then, and the
+    # next sequential read plans again from where it is: that must not reach further
+    _make(tmp_path / "a")
+    arr, engine = _open(tmp_path)
+    try:
+        end = 2 * LAYER
+        arr.read(end - STEP, STEP)
+        for _ in range(12):
+            arr._prefetch_end = end  # (where a non-sequential read leaves it)
+            arr._maybe_prefetch(end - STEP, STEP)
+            _settle(arr, engine)
+        held = _held(arr, engine)
+        assert max(held) <= (end + WINDOW + LAYER) // LAYER
+        assert max(held) >= (end + WINDOW) // LAYER - 1
+    finally:
+        engine.close()
+
+
+def test_dirty_units_behind_the_reader_stay(tmp_path):
+    data = _make(tmp_path / "a")
+    arr, engine = _open(tmp_path)
+    try:
+        new = -data[:4]  # layer 0, written but not stored
+        arr.write(0, new.tobytes())
+        want = new.tobytes() + data[4:].tobytes()
+        got = b"".join(arr.read(o, STEP) for o in range(0, arr.nbytes, STEP))
+        assert got == want
+        assert arr.read(0, LAYER) == new.tobytes()  # still dirty, still served
+        arr.flush()
+        assert bytes(zarr.open_array(str(tmp_path / "a"))[:4].tobytes()) == new.tobytes()
+    finally:
+        engine.close()
