@@ -61,7 +61,10 @@ the ``--repeat`` rounds starts with another engine (the first measurement after 
 can meet slower memory: this VM hands freed memory back to its host). Every cold measurement
 waits (up to ``--quiet-wait`` s) until other processes keep at most ``--busy-cpu`` of the CPUs
 busy, and each row reports the load average and that figure; rows measured busy anyway are
-flagged "(busy)" and counted in the report's header. The CPU seconds of the daemon and of
+flagged "(busy)" and counted in the report's header. A fixed CPU-bound task is timed before
+each measurement too (``cpu_probe``): the host slows this VM's CPUs when it is busy, unseen by
+the guest's load, and each row gives the range of that time before its runs. The CPU seconds
+of the daemon and of
 ``cat`` during the cold ``cat`` are reported with it (how many of the cores a read used).
 
 Invariants: the script never leaves a mount or a process behind (every mount is unmounted in a
@@ -85,6 +88,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -376,14 +380,29 @@ def cpu_busy(window: float) -> float:
     return 0.0 if t1 == t0 else 1 - (i1 - i0) / (t1 - t0)
 
 
+#: the input of ``cpu_probe``: 4 MiB that zlib compresses about as hard as array data
+_PROBE_DATA = (np.arange(1 << 20, dtype=np.uint64) * 2654435761 % 65521).astype("<u4").tobytes()
+
+
+def cpu_probe() -> float:
+    """Milliseconds of this thread's CPU time that a fixed CPU-bound task takes (zlib level 1
+    over 4 MiB). The host of this virtual machine slows its vCPUs when it is busy itself, with
+    no sign in the guest's load average or steal time; this shows it."""
+    start = time.thread_time()
+    zlib.compress(_PROBE_DATA, 1)
+    return (time.thread_time() - start) * 1000
+
+
 @dataclass(frozen=True)
 class LoadSample:
     """The machine just before one measurement: 1-min load average, the fraction of all CPUs
-    busy over the sampling window (the bench itself idle then), seconds waited for quiet."""
+    busy over the sampling window (the bench itself idle then), seconds waited for quiet, and
+    the CPU probe's milliseconds (``cpu_probe``; more is a slower CPU)."""
 
     load1: float
     busy: float
     waited: float
+    probe_ms: float = 0.0
 
 
 class LoadGate:
@@ -405,7 +424,7 @@ class LoadGate:
             if busy <= self.busy_limit or time.monotonic() - start >= self.wait:
                 break
         waited = max(0.0, time.monotonic() - start - self.window)
-        sample = LoadSample(os.getloadavg()[0], busy, waited)
+        sample = LoadSample(os.getloadavg()[0], busy, waited, cpu_probe())
         if busy > self.busy_limit:
             log(f"  busy machine before a measurement: {busy:.0%} of the CPUs (others)")
         self.samples.append(sample)
@@ -690,9 +709,11 @@ class Bench:
         samples = self.gate.take()
         if samples:
             row.busy = any(x.busy > self.gate.busy_limit for x in samples)
+            probes = [x.probe_ms for x in samples]
             load = (
                 f"load {max(x.load1 for x in samples):.1f}, others' CPU before each run "
-                f"≤ {max(x.busy for x in samples):.0%}"
+                f"≤ {max(x.busy for x in samples):.0%}, CPU probe {min(probes):.0f}-"
+                f"{max(probes):.0f} ms"
             )
             row.notes = "; ".join(x for x in (row.notes, load) if x)
         self.rows.append(row)
@@ -1471,6 +1492,19 @@ def summarize_profile(path: Path, top: int) -> str:
     return "\n".join(lines)
 
 
+def cpu_probe_summary(samples: list[LoadSample]) -> str:
+    """The report's line on the CPU probe over the whole run."""
+    probes = sorted(x.probe_ms for x in samples)
+    if not probes:
+        return "- CPU probe: not run"
+    return (
+        f"- CPU probe before each measurement (zlib level 1 over 4 MiB, CPU time; a busy host "
+        f"slows this VM's CPUs unseen by its load): {probes[0]:.0f} / {median(probes):.0f} / "
+        f"{probes[-1]:.0f} ms (min / median / max of {len(probes)}); each row gives the range "
+        "before its runs"
+    )
+
+
 def environment(args: argparse.Namespace, cfg: Config, load_start: str) -> str:
     from importlib.metadata import version
 
@@ -1613,6 +1647,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- plain raw file `src.raw`: cold {bench.raw_cold_mibps:.0f} MiB/s (`cat`), "
         f"{bench.raw_np_mibps:.0f} MiB/s (`numpy.fromfile`), page cache "
         f"{bench.raw_warm_mibps:.0f} MiB/s; run took {elapsed:.0f} s",
+        cpu_probe_summary(gate.all),
         f"- CPU capacity: {os.cpu_count()} CPU-bound processes at once do "
         f"{bench.capacity[0]:.2f} CPUs' worth of work (a loop of {bench.capacity[1]:.2f} s alone "
         f"took {bench.capacity[2]:.2f} s each when run together)",

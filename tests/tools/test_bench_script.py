@@ -65,6 +65,26 @@ def test_a_row_measured_busy_is_flagged_with_its_load(
     assert "≤ 5%" in calm.notes
 
 
+def test_each_row_gives_the_cpu_probe_range_before_its_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    real_probe = bench.cpu_probe
+    monkeypatch.setattr(bench, "cpu_busy", lambda window: 0.05)
+    probes = iter([40.0, 61.0, 45.0])
+    monkeypatch.setattr(bench, "cpu_probe", lambda: next(probes))
+    gate = bench.LoadGate(busy_limit=0.25, wait=0.0, window=0.0)
+    b = _bench(gate, tmp_path)
+    gate.settle()
+    gate.settle()
+    b.add(row := bench.Row("read", "bytes", 1.0, 1.0))
+    assert "CPU probe 40-61 ms" in row.notes
+    gate.settle()
+    b.add(row := bench.Row("read", "blosc", 1.0, 1.0))
+    assert "CPU probe 45-45 ms" in row.notes
+    assert "40 / 45 / 61 ms (min / median / max of 3)" in bench.cpu_probe_summary(gate.all)
+    assert real_probe() > 0
+
+
 def test_the_gate_waits_for_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     readings = iter([0.8, 0.7, 0.1, 0.9])
     monkeypatch.setattr(bench, "cpu_busy", lambda window: next(readings))
