@@ -98,6 +98,30 @@ def test_replanning_at_one_place_loads_no_further_than_a_window_and_a_layer(tmp_
         engine.close()
 
 
+def test_a_reader_that_jumps_ahead_scans_no_more_than_a_window_behind_it(tmp_path, monkeypatch):
+    _make(tmp_path / "a")
+    arr, engine = _open(tmp_path)
+    try:
+        scans: list[tuple[int, int]] = []
+        real = arr._units_in
+
+        def units_in(start, stop):
+            scans.append((start, stop))
+            return real(start, stop)
+
+        monkeypatch.setattr(arr, "_units_in", units_in)
+        arr._release_behind(6 * LAYER)  # far from the start: one window of it is scanned
+        assert scans == [(6 * LAYER - WINDOW, 6 * LAYER)]
+        scans.clear()
+        arr._release_behind(6 * LAYER + STEP)  # then only what is new
+        assert scans == [(6 * LAYER, 6 * LAYER + STEP)]
+        scans.clear()
+        arr._release_behind(LAYER)  # behind what was released: nothing
+        assert scans == []
+    finally:
+        engine.close()
+
+
 def test_dirty_units_behind_the_reader_stay(tmp_path):
     data = _make(tmp_path / "a")
     arr, engine = _open(tmp_path)

@@ -429,10 +429,12 @@ class ReadPath(ArrayState):
         whose last byte lies before ``behind`` (a window before the reader). It never needs
         them again, the kernel's page cache keeps what was served, and the blocks they free
         (``core/buffers.py``) take the next units the reader needs, instead of fresh memory.
-        Scans each stretch of bytes once (``_release_from`` only grows): a unit that ends past
-        ``behind`` is met again by the next scan, and a reader that went back releases
-        nothing before it passes the furthest point released."""
-        start = self._release_from
+        Scans each stretch of bytes once (``_release_from`` only grows), and at most a window
+        of them: a unit that ends past ``behind`` is met again by the next scan, a reader that
+        went back releases nothing before it passes the furthest point released, and one that
+        jumped ahead releases nothing it jumped over (so the scan never runs over the array
+        from its start)."""
+        start = max(self._release_from, behind - self.engine.prefetch_bytes)
         if behind <= start:
             return
         self._release_from = behind
