@@ -53,7 +53,9 @@ freshly opened array):
    is compared with it where it is below the best peer. For ``bytes`` the storage bounds it too:
    the array's chunk files read cold by one ``cat``.
 Rows 1 also compare with the plain file ``src.raw`` read cold the same way (``cat``,
-``numpy.fromfile``): the ``bytes`` target is 0.8× of it.
+``numpy.fromfile``): the ``bytes`` target is 0.8× of it. One ``read()`` of the whole file into
+fresh memory (``numpy.fromfile``) is bound by the reader itself, so where the plain file read
+that way is slower than the best peer, 0.9× of it meets the row (``fromfile_target``).
 A py-spy profile of the daemon (extra, untimed passes) is summarised as the top functions.
 
 Ratios compare zarrfs with the best of zarr-python and tensorstore; in rows 1 and 4 each of
@@ -807,6 +809,8 @@ class Bench:
             if v == "bytes":
                 r.target += f" and ≥ 0.8× the plain file read the same way ({plain:.0f})"
                 r.met = r.met and rate[key] / plain >= 0.8
+            if key == "np":
+                r.target, r.met = fromfile_target(r.target, r.met, rate[key], r.best_peer, plain)
             notes.append(f"{rate[key] / plain:.2f}× the plain file read the same way")
             if key == "cat":
                 notes.append(cpu_note)
@@ -1490,6 +1494,19 @@ def summarize_profile(path: Path, top: int) -> str:
     lines += ["", "Inclusive time, zarrfs functions:", ""]
     lines += [f"- {100 * c / total:5.1f}%  `{f}`" for f, c in incl.most_common(top)]
     return "\n".join(lines)
+
+
+def fromfile_target(
+    target: str, met: bool | None, rate: float, best_peer: float | None, plain: float
+) -> tuple[str, bool | None]:
+    """Row 1's ``numpy.fromfile`` target with its ceiling: one ``read()`` of the whole file into
+    fresh memory is bound by the reader itself (its page faults), so a plain file of the same
+    bytes read cold the same way, when slower than the best peer, is the ceiling, and ≥ 0.9×
+    of it meets the row (the issue's ceiling rule)."""
+    if best_peer is None or plain >= best_peer:
+        return target, met
+    target += f", or ≥ 0.9× the plain file read the same way ({plain:.0f}) where it is below"
+    return target, bool(met) or rate >= 0.9 * plain
 
 
 def cpu_probe_summary(samples: list[LoadSample]) -> str:

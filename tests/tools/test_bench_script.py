@@ -31,6 +31,15 @@ def test_ratio_is_against_the_best_peer_in_both_directions() -> None:
     assert bench.Row("rss", "bytes", 500.0).ratio is None
 
 
+def test_fromfile_meets_the_plain_file_ceiling_only_where_that_is_below_the_peers() -> None:
+    target, met = bench.fromfile_target("≥ 1.0× best peer", False, 550.0, 1400.0, 600.0)
+    assert met and "0.9× the plain file read the same way (600)" in target
+    assert not bench.fromfile_target("t", False, 530.0, 1400.0, 600.0)[1]  # under 0.9×
+    # a plain file faster than the best peer: only the peer target counts
+    assert bench.fromfile_target("t", False, 1300.0, 1400.0, 1500.0) == ("t", False)
+    assert bench.fromfile_target("t", True, 1500.0, 1400.0, 1450.0) == ("t", True)
+
+
 def test_each_round_starts_with_another_step() -> None:
     ran: list[str] = []
     steps = [lambda name=name: ran.append(name) for name in "abc"]
