@@ -136,3 +136,16 @@ def test_dirty_units_behind_the_reader_stay(tmp_path):
         assert bytes(zarr.open_array(str(tmp_path / "a"))[:4].tobytes()) == new.tobytes()
     finally:
         engine.close()
+
+
+def test_a_scalar_array_of_loaded_units_reads_with_prefetching_on(tmp_path):
+    z = zarr.create_array(str(tmp_path / "s"), shape=(), dtype="<i8", compressors=[ZstdCodec()])
+    z[...] = 7
+    engine = Engine(cache_size=64 << 20, threads=2, prefetch_bytes=WINDOW)
+    arr = open_array(LocalStore(tmp_path / "s"), "", engine)
+    try:
+        want = np.int64(7).tobytes()
+        assert arr.read(0, 3) == want[:3]  # a part: the reader goes on, prefetching plans
+        assert arr.read(3, 5) == want[3:]
+    finally:
+        engine.close()

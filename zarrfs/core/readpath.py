@@ -398,8 +398,10 @@ class ReadPath(ArrayState):
         # flat bytes scanned ahead (their units take >= as many): the units met within a
         # window and the layer of units after it, no further (the release behind the reader
         # then hands their memory to the next ones), and never more than the room
-        plane = self.nbytes // self.shape[0] if self.shape and self.shape[0] else 0
-        reach = max(window, min(room, window + self._unit_spec.shape[0] * plane))
+        layer = 0  # (a 0-d array has no layers)
+        if self.shape and self.shape[0]:
+            layer = self._unit_spec.shape[0] * (self.nbytes // self.shape[0])
+        reach = max(window, min(room, window + layer))
         wanted: list[Coords] = []
         new = 0
         for u in self._units_in(end, min(self.nbytes, end + reach)):
