@@ -441,15 +441,17 @@ class ReadPath(ArrayState):
             return
         self._release_from = behind
         grid = self._unit_grid
-        cache = self.engine.chunk_cache
+        passed = []
         for u in self._units_in(start, behind):
-            origin = grid.chunk_origin(u)
-            last = 0  # the unit's last element, flat C-order index
-            for o, c, n in zip(origin, grid.chunk_shape, self.shape):
-                last = last * n + min(o + c, n) - 1
-            if (last + 1) * self.itemsize > behind:
-                continue
-            with self._lock:  # loads in flight and dirty units stay
+            box = tuple(
+                slice(o, min(o + c, n))
+                for o, c, n in zip(grid.chunk_origin(u), grid.chunk_shape, self.shape)
+            )
+            if span_of(self.shape, self.itemsize, box)[1] <= behind:  # its last byte is behind
+                passed.append(u)
+        cache = self.engine.chunk_cache
+        with self._lock:  # loads in flight and dirty units stay
+            for u in passed:
                 if u not in self._inflight and u not in self._dirty:
                     cache.pop((self.uid, u))
 
