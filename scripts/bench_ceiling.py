@@ -8,7 +8,10 @@ and together, on the same machine and in the same run as the read itself:
 - *decode alone*: every unit of the array decoded by zarrfs' own engine, in this process, from
   an in-memory copy of the store (so no disk), with as many threads as there are CPUs;
 - *serving alone*: ``cat data.raw`` on a mount whose chunk cache already holds every decoded
-  unit (the kernel's page cache dropped): no store access, no decoding;
+  unit (the kernel's page cache dropped): no store access, no decoding. The cache is filled
+  by ``fill_backwards``: a sequential ``cat`` would not do, the daemon drops the units a
+  sequential reader has passed (``core/readpath.py``), so the timed ``cat`` would decode
+  them all again;
 - *both* (computed by the bench from the two): overlapped perfectly, a cold read takes at least
   the longer of the two, and at least their CPU seconds spread over every core. That is the
   ceiling: with the store's bytes already in memory, a cold read cannot be faster on these
@@ -24,7 +27,8 @@ bench's pyfuse3 write floor into a buffer, ``scripts/write_floor.py``), overlapp
 
 Invariants: decode alone never touches the disk during its timing (the encoded objects are read
 into memory first); serving alone checks that the daemon loaded nothing during its timing
-(``cache_misses`` in ``stats.json`` did not move), else the figure is reported as not clean.
+(``cache_misses`` in ``stats.json`` did not move), else the bench reports the figure as not
+clean and uses no ceiling for that variant.
 """
 
 from __future__ import annotations
@@ -50,6 +54,23 @@ def memory_copy(store_dir: Path) -> MemoryStore:
         if path.is_file():
             mem.set(path.relative_to(store_dir).as_posix(), path.read_bytes())
     return mem
+
+
+def fill_backwards(path: Path, step: int = 1 << 20) -> int:
+    """Read the file ``path`` (a mounted ``data.raw``) from its end back to its start, ``step``
+    bytes at a time; returns the bytes read. Every unit of the array is loaded into the
+    daemon's chunk cache, and as no read continues the one before (each starts ``step`` bytes
+    before the previous one began, beyond the daemon's sequential slack of 1 MiB when ``step``
+    is at least that), the daemon sees no sequential reader: it releases no unit behind one."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        got = 0
+        for start in range((size - 1) // step * step, -1, -step):
+            got += len(os.pread(fd, step, start))
+        return got
+    finally:
+        os.close(fd)
 
 
 @dataclass

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -158,3 +159,42 @@ def test_the_write_floor_stores_what_dd_wrote(tmp_path: Path) -> None:
     assert [r["kind"] for r in runs] == ["memory", "file"]
     assert all(r["same"] and r["mib_s"] > 0 and r["cpu_s"] > 0 for r in runs)
     assert [p.name for p in tmp_path.iterdir()] == ["src.raw"]  # the floor's file is gone
+
+
+def _drop_page_cache() -> None:
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def test_the_backwards_fill_leaves_every_unit_cached_for_the_serving_pass(
+    tmp_path: Path, mounter: Any
+) -> None:
+    """The ceiling's serving pass must decode nothing: after ``fill_backwards`` a cold ``cat``
+    loads no unit, while after a sequential ``cat`` (which the daemon releases units behind)
+    it loads them again."""
+    import zarr
+
+    shape, chunks = (64, 256, 256), (4, 256, 256)  # 16 units of 1 MiB
+    data = np.arange(np.prod(shape), dtype="<f4").reshape(shape)
+    zarr.create_array(str(tmp_path / "s.zarr"), shape=shape, chunks=chunks, dtype="<f4")[...] = data
+    m = mounter(tmp_path / "s.zarr", "prefetch=2M", "cache_size=256M", "nodirect_reads")
+    raw = m.path / "data.raw"
+
+    def misses() -> int:
+        stats = json.loads((m.path / ".zarrfs" / "stats.json").read_text())
+        return int(stats["arrays"][""].get("cache_misses", 0))
+
+    def cold_cat() -> bytes:
+        _drop_page_cache()
+        return subprocess.run(["cat", str(raw)], capture_output=True, check=True).stdout
+
+    assert cold_cat() == data.tobytes()  # a sequential fill: passed units leave the cache
+    before = misses()
+    assert cold_cat() == data.tobytes()
+    assert misses() > before
+
+    assert bench_ceiling.fill_backwards(raw) == data.nbytes
+    _drop_page_cache()
+    before = misses()
+    assert cold_cat() == data.tobytes()
+    assert misses() == before
