@@ -8,8 +8,7 @@ array in between. A cold sequential read then touches no fresh memory of its own
 reply buffer (on a virtual machine that hands free memory back to its host, the first touch
 of every page of a 16 MiB unit array costs more than reading it) and copies each byte once
 less; the page cache of the chunk files is the only cache, filled ahead of the reader by
-``advise`` (``POSIX_FADV_WILLNEED`` on the parts of the files the next window of the view
-needs).
+the kernel's read-ahead of each file read in order.
 
 Invariants:
 - ``read_pieces`` fills every destination completely from one open object of exactly the
@@ -131,12 +130,6 @@ def _scratch(n: int) -> np.ndarray[Any, Any]:
         buf = np.empty(max(n, 1 << 20), dtype=np.uint8)
         _local.buf = buf
     return buf[:n]
-
-
-def advise(reader: ObjectReader, spans: Sequence[tuple[int, int]]) -> None:
-    """Ask the store to bring these byte ranges of the object in ahead of their reads."""
-    for lo, hi in spans:
-        reader.will_need(lo, hi - lo)
 
 
 @dataclass(eq=False)

@@ -46,7 +46,7 @@ from zarrfs.core.codecs.blosc import progressive_available as blosc_progressive_
 from zarrfs.core.codecs.bytes import BytesCodec
 from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.codecs.sharding import ShardingCodec
-from zarrfs.core.direct import advise, read_pieces
+from zarrfs.core.direct import read_pieces
 from zarrfs.core.engine import Engine
 from zarrfs.core.errors import CorruptDataError, StoreError
 from zarrfs.core.metadata.model import ArrayMetadata
@@ -126,7 +126,7 @@ class UnitStrategy(ABC):
     #: loads fill their unit arrays front to back and publish them as they go
     streams: bool = False
     #: stored units are their elements as in memory: reads may copy from the stored
-    #: objects themselves (``read_direct``) and ask the store to fetch them ahead (``advise``)
+    #: objects themselves (``read_direct``)
     direct: bool = False
 
     def load_memory(self, count: int) -> int:
@@ -184,18 +184,6 @@ class UnitStrategy(ABC):
             return read_pieces(
                 entry.reader, spec.shape, spec.dtype, spec.fill_value, pieces, key, nowait
             )
-        finally:
-            chunks.release(entry)
-
-    def advise(self, unit: Coords, spans: Sequence[tuple[int, int]]) -> None:
-        """Ask the store to fetch these byte ranges of the unit's object ahead of their reads
-        (opened through the mount's open chunks, so the reads that follow find it open)."""
-        key = self.ctx.key(unit)
-        chunks = self.ctx.engine.open_chunks
-        entry = chunks.acquire(self.ctx.uid, key, self.ctx.epoch(), self.open_stored)
-        try:
-            if entry.reader is not None:
-                advise(entry.reader, spans)
         finally:
             chunks.release(entry)
 
