@@ -1141,9 +1141,7 @@ class Bench:
         """What a full overwrite can reach here (``bench_ceiling``): zarrfs' encode of every
         unit alone (from memory, into memory, one thread per CPU), the FUSE transport alone
         (the pyfuse3 write floor into a buffer), both overlapped perfectly: the longer of the
-        two, and their CPU seconds spread over every core. The disk counts where the store
-        keeps as many bytes as were written (``disk_bound``): then the write floor into one
-        real file on the store's disk is a ceiling too."""
+        two, and their CPU seconds spread over every core. The disk is left out."""
         reps = self.args.repeat
         mem = memory_copy(store)
         data = src.read_bytes()
@@ -1157,8 +1155,7 @@ class Bench:
         n, cores = self.cfg.nbytes, os.cpu_count() or 1
         fuse_s, fuse_cpu = n / MiB / floor["memory"], floor["memory_cpu"]
         both = max(enc, fuse_s, (enc_cpu + fuse_cpu) / cores)
-        stored = stored_bytes(store / ARRAY)
-        ceiling, disk = disk_bound(mibps(n, both), n, stored, floor["file"])
+        ceiling = mibps(n, both)
         r = Row("4. full overwrite: ceiling here (MiB/s)", v, row.zarrfs, row.zarr_python,
                 row.tensorstore, CEILING_TARGET)  # fmt: skip
         to_ceiling = (row.zarrfs or 0.0) / ceiling
@@ -1173,7 +1170,7 @@ class Bench:
                 f"the FUSE transport alone (write floor into a buffer) {floor['memory']:.0f} "
                 f"MiB/s ({fuse_cpu:.2f} s CPU, the floor's server + dd)",
                 f"both = max(encode, transport, CPU of both / {cores} cores) = {both:.2f} s",
-                disk,
+                "the disk left out",
                 f"median of {reps}" if reps > 1 else "",
             )
             if x
@@ -1512,30 +1509,6 @@ CEILING_TARGET = "≥ 1.0× best peer, or ≥ 0.9× the ceiling where the ceilin
 def within_ceiling(rate: float, best_peer: float | None, ceiling: float) -> bool:
     """True if ``ceiling`` is below the best peer and ``rate`` reaches ``CEILING_SHARE`` of it."""
     return best_peer is not None and ceiling < best_peer and rate >= CEILING_SHARE * ceiling
-
-
-def stored_bytes(array_dir: Path) -> int:
-    """The bytes of the stored objects (chunks or shards) of the array at ``array_dir``: every
-    file under it but its metadata."""
-    meta = {"zarr.json", ".zarray", ".zattrs", ".zgroup"}
-    return sum(p.stat().st_size for p in array_dir.rglob("*") if p.is_file() and p.name not in meta)
-
-
-def disk_bound(
-    cpu_ceiling: float, written: int, stored: int, file_floor: float
-) -> tuple[float, str]:
-    """An overwrite's ceiling with the disk: where the store keeps as many bytes as were
-    written (``stored >= written``: no compression), the pyfuse3 write floor into one real file
-    (the same bytes through a server that does nothing else, onto the same disk) bounds it too;
-    where it keeps fewer, that floor writes more than zarrfs has to and bounds nothing.
-    Returns the ceiling (MiB/s) and the note saying which."""
-    ratio = f"stored {stored / MiB:.0f} of the {written / MiB:.0f} MiB written"
-    if stored >= written:
-        return min(cpu_ceiling, file_floor), (
-            f"the disk: {ratio}, so the write floor into one real file ({file_floor:.0f} MiB/s) "
-            "bounds it too"
-        )
-    return cpu_ceiling, f"the disk left out ({ratio}: less than the write floor writes)"
 
 
 def fromfile_target(

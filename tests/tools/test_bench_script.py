@@ -198,20 +198,3 @@ def test_the_backwards_fill_leaves_every_unit_cached_for_the_serving_pass(
     before = misses()
     assert cold_cat() == data.tobytes()
     assert misses() == before
-
-
-def test_the_overwrite_ceiling_counts_the_disk_only_where_nothing_is_compressed() -> None:
-    n = 512 * bench.MiB
-    ceiling, note = bench.disk_bound(1405.0, n, n, 780.0)
-    assert ceiling == 780.0 and "bounds it too" in note
-    assert bench.disk_bound(700.0, n, n, 780.0)[0] == 700.0  # the CPU bound is lower
-    ceiling, note = bench.disk_bound(1405.0, n, n // 2, 780.0)
-    assert ceiling == 1405.0 and "left out" in note
-
-
-def test_stored_bytes_leave_the_metadata_out(tmp_path: Path) -> None:
-    (tmp_path / "c" / "0").mkdir(parents=True)
-    (tmp_path / "c" / "0" / "0").write_bytes(b"x" * 10)
-    (tmp_path / "c" / "0" / "1").write_bytes(b"x" * 5)
-    (tmp_path / "zarr.json").write_text("{}" * 50)
-    assert bench.stored_bytes(tmp_path) == 15
