@@ -65,9 +65,10 @@ waits (up to ``--quiet-wait`` s) until other processes keep at most ``--busy-cpu
 busy, and each row reports the load average and that figure; rows measured busy anyway are
 flagged "(busy)" and counted in the report's header. A fixed CPU-bound task is timed before
 each measurement too (``cpu_probe``): the host slows this VM's CPUs when it is busy, unseen by
-the guest's load, and each row gives the range of that time before its runs. The CPU seconds
-of the daemon and of
-``cat`` during the cold ``cat`` are reported with it (how many of the cores a read used).
+the guest's load, and each row gives the range of that time before its runs; so does the rate
+at which fresh memory is faulted in (``memory_probe``), which moves with the host too. The
+CPU seconds of the daemon and of ``cat`` during the cold ``cat`` are reported with it (how
+many of the cores a read used).
 
 Invariants: the script never leaves a mount or a process behind (every mount is unmounted in a
 ``finally``/``atexit`` path: ``zarrfs umount``, then ``fusermount3 -u -z``, then the daemon's own
@@ -81,6 +82,7 @@ import argparse
 import atexit
 import datetime
 import json
+import mmap
 import os
 import platform
 import re
@@ -401,16 +403,36 @@ def cpu_probe() -> float:
     return (time.thread_time() - start) * 1000
 
 
+#: fresh memory ``memory_probe`` faults in and fills
+_MEMORY_PROBE_BYTES = 64 << 20
+
+
+def memory_probe() -> float:
+    """MiB/s at which this process faults in fresh memory (a new anonymous mapping of 64 MiB,
+    one write per page, then unmapped). This VM hands freed memory back to its host, which
+    backs it again on first touch at a speed that moves with the host's own load, unseen by
+    the CPU probe (whose data stays in the CPU's caches); a cold read through the mount fills
+    fresh memory with its units and the page cache."""
+    start = time.perf_counter()
+    with mmap.mmap(-1, _MEMORY_PROBE_BYTES) as m:
+        pages = np.frombuffer(m, dtype=np.uint8)
+        pages[:: mmap.PAGESIZE] = 1
+        del pages
+    return _MEMORY_PROBE_BYTES / MiB / (time.perf_counter() - start)
+
+
 @dataclass(frozen=True)
 class LoadSample:
     """The machine just before one measurement: 1-min load average, the fraction of all CPUs
     busy over the sampling window (the bench itself idle then), seconds waited for quiet, and
-    the CPU probe's milliseconds (``cpu_probe``; more is a slower CPU)."""
+    the CPU probe's milliseconds (``cpu_probe``; more is a slower CPU) and the memory probe's
+    MiB/s (``memory_probe``; less is slower fresh memory)."""
 
     load1: float
     busy: float
     waited: float
     probe_ms: float = 0.0
+    memory_mibps: float = 0.0
 
 
 class LoadGate:
@@ -432,7 +454,7 @@ class LoadGate:
             if busy <= self.busy_limit or time.monotonic() - start >= self.wait:
                 break
         waited = max(0.0, time.monotonic() - start - self.window)
-        sample = LoadSample(os.getloadavg()[0], busy, waited, cpu_probe())
+        sample = LoadSample(os.getloadavg()[0], busy, waited, cpu_probe(), memory_probe())
         if busy > self.busy_limit:
             log(f"  busy machine before a measurement: {busy:.0%} of the CPUs (others)")
         self.samples.append(sample)
@@ -718,10 +740,11 @@ class Bench:
         if samples:
             row.busy = any(x.busy > self.gate.busy_limit for x in samples)
             probes = [x.probe_ms for x in samples]
+            fresh = [x.memory_mibps for x in samples]
             load = (
                 f"load {max(x.load1 for x in samples):.1f}, others' CPU before each run "
                 f"≤ {max(x.busy for x in samples):.0%}, CPU probe {min(probes):.0f}-"
-                f"{max(probes):.0f} ms"
+                f"{max(probes):.0f} ms, memory probe {min(fresh):.0f}-{max(fresh):.0f} MiB/s"
             )
             row.notes = "; ".join(x for x in (row.notes, load) if x)
         self.rows.append(row)
@@ -1525,15 +1548,20 @@ def fromfile_target(
 
 
 def cpu_probe_summary(samples: list[LoadSample]) -> str:
-    """The report's line on the CPU probe over the whole run."""
+    """The report's lines on the CPU and memory probes over the whole run."""
     probes = sorted(x.probe_ms for x in samples)
     if not probes:
         return "- CPU probe: not run"
+    fresh = sorted(x.memory_mibps for x in samples)
     return (
         f"- CPU probe before each measurement (zlib level 1 over 4 MiB, CPU time; a busy host "
         f"slows this VM's CPUs unseen by its load): {probes[0]:.0f} / {median(probes):.0f} / "
         f"{probes[-1]:.0f} ms (min / median / max of {len(probes)}); each row gives the range "
-        "before its runs"
+        "before its runs\n"
+        f"- memory probe before each measurement (64 MiB of fresh memory faulted in, one write "
+        f"per page; the host backs the memory this VM gave back again on first touch): "
+        f"{fresh[0]:.0f} / {median(fresh):.0f} / {fresh[-1]:.0f} MiB/s (min / median / max); "
+        "each row gives the range before its runs"
     )
 
 

@@ -61,9 +61,12 @@ def fill_backwards(path: Path, step: int = 1 << 20) -> int:
     bytes at a time; returns the bytes read. Every unit of the array is loaded into the
     daemon's chunk cache, and as no read continues the one before (each starts ``step`` bytes
     before the previous one began, beyond the daemon's sequential slack of 1 MiB when ``step``
-    is at least that), the daemon sees no sequential reader: it releases no unit behind one."""
+    is at least that), the daemon sees no sequential reader: it releases no unit behind one.
+    The file's pages are dropped from the kernel's page cache first, so that every read reaches
+    the daemon."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         size = os.fstat(fd).st_size
         got = 0
         for start in range((size - 1) // step * step, -1, -step):

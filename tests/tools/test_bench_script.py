@@ -82,17 +82,23 @@ def test_each_row_gives_the_cpu_probe_range_before_its_runs(
     monkeypatch.setattr(bench, "cpu_busy", lambda window: 0.05)
     probes = iter([40.0, 61.0, 45.0])
     monkeypatch.setattr(bench, "cpu_probe", lambda: next(probes))
+    real_memory = bench.memory_probe
+    fresh = iter([900.0, 1500.0, 300.0])
+    monkeypatch.setattr(bench, "memory_probe", lambda: next(fresh))
     gate = bench.LoadGate(busy_limit=0.25, wait=0.0, window=0.0)
     b = _bench(gate, tmp_path)
     gate.settle()
     gate.settle()
     b.add(row := bench.Row("read", "bytes", 1.0, 1.0))
-    assert "CPU probe 40-61 ms" in row.notes
+    assert "CPU probe 40-61 ms, memory probe 900-1500 MiB/s" in row.notes
     gate.settle()
     b.add(row := bench.Row("read", "blosc", 1.0, 1.0))
-    assert "CPU probe 45-45 ms" in row.notes
-    assert "40 / 45 / 61 ms (min / median / max of 3)" in bench.cpu_probe_summary(gate.all)
+    assert "CPU probe 45-45 ms, memory probe 300-300 MiB/s" in row.notes
+    summary = bench.cpu_probe_summary(gate.all)
+    assert "40 / 45 / 61 ms (min / median / max of 3)" in summary
+    assert "300 / 900 / 1500 MiB/s (min / median / max)" in summary
     assert real_probe() > 0
+    assert real_memory() > 0
 
 
 def test_the_gate_waits_for_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -177,24 +183,25 @@ def test_the_backwards_fill_leaves_every_unit_cached_for_the_serving_pass(
     shape, chunks = (64, 256, 256), (4, 256, 256)  # 16 units of 1 MiB
     data = np.arange(np.prod(shape), dtype="<f4").reshape(shape)
     zarr.create_array(str(tmp_path / "s.zarr"), shape=shape, chunks=chunks, dtype="<f4")[...] = data
-    m = mounter(tmp_path / "s.zarr", "prefetch=2M", "cache_size=256M", "nodirect_reads")
-    raw = m.path / "data.raw"
+    options = ("prefetch=8M", "cache_size=256M", "nodirect_reads")
 
-    def misses() -> int:
+    def misses(m: Any) -> int:
         stats = json.loads((m.path / ".zarrfs" / "stats.json").read_text())
         return int(stats["arrays"][""].get("cache_misses", 0))
 
-    def cold_cat() -> bytes:
+    def cold_cat(m: Any) -> bytes:
         _drop_page_cache()
-        return subprocess.run(["cat", str(raw)], capture_output=True, check=True).stdout
+        return subprocess.run(["cat", str(m.path / "data.raw")], capture_output=True).stdout
 
-    assert cold_cat() == data.tobytes()  # a sequential fill: passed units leave the cache
-    before = misses()
-    assert cold_cat() == data.tobytes()
-    assert misses() > before
+    # a sequential fill: the units it passed leave the cache, the next cat loads them again
+    m = mounter(tmp_path / "s.zarr", *options, name="sequential")
+    assert cold_cat(m) == data.tobytes()
+    before = misses(m)
+    assert cold_cat(m) == data.tobytes()
+    assert misses(m) > before
 
-    assert bench_ceiling.fill_backwards(raw) == data.nbytes
-    _drop_page_cache()
-    before = misses()
-    assert cold_cat() == data.tobytes()
-    assert misses() == before
+    m = mounter(tmp_path / "s.zarr", *options, name="backwards")  # a fresh daemon
+    assert bench_ceiling.fill_backwards(m.path / "data.raw") == data.nbytes
+    before = misses(m)
+    assert cold_cat(m) == data.tobytes()
+    assert misses(m) == before
