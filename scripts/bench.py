@@ -1547,7 +1547,7 @@ def fromfile_target(
     return target, bool(met) or within_ceiling(rate, best_peer, plain)
 
 
-def cpu_probe_summary(samples: list[LoadSample]) -> str:
+def probe_summary(samples: list[LoadSample]) -> str:
     """The report's lines on the CPU and memory probes over the whole run."""
     probes = sorted(x.probe_ms for x in samples)
     if not probes:
@@ -1707,7 +1707,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- plain raw file `src.raw`: cold {bench.raw_cold_mibps:.0f} MiB/s (`cat`), "
         f"{bench.raw_np_mibps:.0f} MiB/s (`numpy.fromfile`), page cache "
         f"{bench.raw_warm_mibps:.0f} MiB/s; run took {elapsed:.0f} s",
-        cpu_probe_summary(gate.all),
+        probe_summary(gate.all),
         f"- CPU capacity: {os.cpu_count()} CPU-bound processes at once do "
         f"{bench.capacity[0]:.2f} CPUs' worth of work (a loop of {bench.capacity[1]:.2f} s alone "
         f"took {bench.capacity[2]:.2f} s each when run together)",

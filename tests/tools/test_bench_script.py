@@ -94,7 +94,7 @@ def test_each_row_gives_the_cpu_probe_range_before_its_runs(
     gate.settle()
     b.add(row := bench.Row("read", "blosc", 1.0, 1.0))
     assert "CPU probe 45-45 ms, memory probe 300-300 MiB/s" in row.notes
-    summary = bench.cpu_probe_summary(gate.all)
+    summary = bench.probe_summary(gate.all)
     assert "40 / 45 / 61 ms (min / median / max of 3)" in summary
     assert "300 / 900 / 1500 MiB/s (min / median / max)" in summary
     assert real_probe() > 0
@@ -167,11 +167,6 @@ def test_the_write_floor_stores_what_dd_wrote(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["src.raw"]  # the floor's file is gone
 
 
-def _drop_page_cache() -> None:
-    subprocess.run(["sync"], check=True)
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
-
-
 def test_the_backwards_fill_leaves_every_unit_cached_for_the_serving_pass(
     tmp_path: Path, mounter: Any
 ) -> None:
@@ -190,7 +185,7 @@ def test_the_backwards_fill_leaves_every_unit_cached_for_the_serving_pass(
         return int(stats["arrays"][""].get("cache_misses", 0))
 
     def cold_cat(m: Any) -> bytes:
-        _drop_page_cache()
+        bench.drop_caches()
         return subprocess.run(["cat", str(m.path / "data.raw")], capture_output=True).stdout
 
     # a sequential fill: the units it passed leave the cache, the next cat loads them again
