@@ -168,10 +168,12 @@ def test_a_failed_job_keeps_its_units_dirty_and_commits_the_others(tmp_path, mon
     assert (zarr.open_array(str(tmp_path / "a"))[...] == new).all()
 
 
-def test_inner_chunks_are_written_behind_when_worth_a_shard_rewrite(tmp_path):
-    """A complete inner chunk of a shard waits for the rest of its shard, or until the
-    complete units take half the dirty limit: each shard rewrite copies the shard's other
-    inner chunks, so writing each layer behind would rewrite a shard once per layer."""
+def test_inner_chunks_are_written_behind_when_worth_a_shard_rewrite(tmp_path, monkeypatch):
+    """On a store that cannot build a shard in its new file (``sharding/builder.py``), a
+    complete inner chunk of a shard waits for the rest of its shard, or until the complete
+    units take half the dirty limit: each shard rewrite copies the shard's other inner
+    chunks, so writing each layer behind would rewrite a shard once per layer."""
+    monkeypatch.setattr(LocalStore, "builds_objects", property(lambda self: False))
     # 2 shards (8, 8, 64) of 4 inner chunks (4, 4, 64) of 4 KiB: 32 KiB of float32
     z = zarr.create_array(str(tmp_path / "a"), shape=(8, 16, 64), chunks=(4, 4, 64),
                           shards=(8, 8, 64), dtype="<f4", fill_value=0)  # fmt: skip
@@ -280,10 +282,12 @@ def test_a_flush_down_to_a_limit_takes_the_whole_shard_of_the_units_it_stores(tm
     engine.close()
 
 
-def test_a_shard_still_being_written_into_is_not_written_behind(tmp_path):
+def test_a_shard_still_being_written_into_is_not_written_behind(tmp_path, monkeypatch):
     """Past half the dirty limit of complete units, the complete units of a shard that also
-    holds a unit still being written wait: the writer completes it soon, and writing the
-    shard now would rewrite it again then."""
+    holds a unit still being written wait (on a store that cannot build a shard in its new
+    file): the writer completes it soon, and writing the shard now would rewrite it again
+    then."""
+    monkeypatch.setattr(LocalStore, "builds_objects", property(lambda self: False))
     z = zarr.create_array(str(tmp_path / "a"), shape=(8, 16, 64), chunks=(4, 4, 64),
                           shards=(8, 8, 64), dtype="<f4", fill_value=0)  # fmt: skip
     z[...] = 1

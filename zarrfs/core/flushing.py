@@ -54,12 +54,21 @@ class Flushing(ReadPath):
     @property
     def dirty(self) -> bool:
         with self._lock:
-            return bool(self._dirty)
+            return bool(self._dirty) or self._parked_any()
+
+    def _parked_any(self) -> bool:
+        """Whether some units are parked (``sharding/builder.py``): stored nowhere yet."""
+        parking = self._units.parking
+        return parking is not None and parking.any()
 
     def dirty_state(self) -> DirtyState:
-        """What this array holds that the store does not have yet (``stats.json``'s ``dirty``)."""
+        """What this array holds that the store does not have yet (``stats.json``'s ``dirty``;
+        parked units count among its objects, not its bytes: they hold no memory)."""
+        parking = self._units.parking
         with self._lock:
             objects = {self._units.location(u)[0] for u in self._dirty}
+            if parking is not None:
+                objects.update(parking.shards())
             writing = {self._units.location(u)[0] for u in self._frozen}
             since = self._dirty_since
             return DirtyState(
@@ -98,6 +107,17 @@ class Flushing(ReadPath):
         against 507 storing them; the same wait for blosc chunks, which are not written
         through, 256 against 323."""
         with self._flush_lock:
+            parking = self._units.parking
+            if parking is not None and parking.enabled:
+                # the complete units are parked (the park in progress, if any, is done);
+                # shards are stored only if that leaves the dirty bytes over the limit
+                if self.engine.dirty_bytes > limit:
+                    with self._lock:
+                        whole = [u for u in self._complete if u in self._dirty]
+                    self._park_locked(whole)
+                if self.engine.dirty_bytes > limit:
+                    self._flush_locked(down_to=limit // 2)
+                return
             through = self._units.write_through is not None
             if through and self.engine.dirty_bytes > limit:
                 with self._lock:  # what the next write-behind would store
@@ -135,12 +155,17 @@ class Flushing(ReadPath):
             with self._lock:
                 snapshot = {u: self._dirty[u] for u in units if u in self._dirty}
                 self._frozen.update(snapshot)
-        if not snapshot:
-            return
         batches = [
             (outer, {u: snapshot[u] for u in members})
             for outer, members in self._units.groups(list(snapshot)).items()
         ]
+        parking = self._units.parking
+        if parking is not None and only is None and down_to is None:
+            # everything: the shards holding parked units too, with nothing dirty or not
+            stored = {outer for outer, _ in batches}
+            batches += [(outer, {}) for outer in parking.shards() if outer not in stored]
+        if not batches:
+            return
         group: StoreGroup | None = None
         try:
             group = self._io.group()
@@ -158,6 +183,10 @@ class Flushing(ReadPath):
             if fut.exception() is None:
                 self._commit(batch)
                 self._units.committed(outer)
+        if parking is not None:
+            with self._lock:  # (``_commit`` saw the builders of the shards just stored)
+                if not self._dirty and not parking.any():
+                    self._dirty_since = None
         if errors:
             with self._lock:
                 self._frozen.difference_update(snapshot)
@@ -193,7 +222,7 @@ class Flushing(ReadPath):
                     cache.put((self.uid, u), done)
                 else:
                     cache.pop((self.uid, u))
-            if not self._dirty:
+            if not self._dirty and not self._parked_any():
                 self._dirty_since = None
             self._stored_bytes = None
         self.engine.add_dirty(-freed)
@@ -209,11 +238,23 @@ class Flushing(ReadPath):
         the shard now would rewrite it again then). A row-major writer of shards spanning the
         whole depth then rewrites each shard twice, not once per layer of inner chunks (a
         512 MiB overwrite of the benchmark's sharded array: 694 MiB written, was 1214)."""
+        parking = self._units.parking
+        park: list[Coords] = []
         with self._lock:
             if self._behind:
                 return
             units = [u for u in self._complete if u in self._dirty and u not in self._frozen]
-            if units and self._units.per_shard_count > 1:
+            if units and parking is not None and parking.enabled:
+                # a shard whose units are all complete or parked is stored; the complete
+                # units of the others are parked (their memory freed, their bytes written
+                # once, into the shard's next file)
+                whole = self._units.per_shard_count
+                ready: list[Coords] = []
+                for outer, us in self._units.groups(units).items():
+                    done = {self._units.location(u)[1] for u in us} | parking.count(outer)
+                    (ready if len(done) == whole else park).extend(us)
+                units = ready
+            elif units and self._units.per_shard_count > 1:
                 limit = self.engine.dirty_limit
                 assert limit is not None
                 if len(units) * self._unit_spec.nbytes < limit // 2:
@@ -224,13 +265,16 @@ class Flushing(ReadPath):
                     where = self._units.location
                     busy = {where(u)[0] for u in self._dirty if u not in self._complete}
                     units = [u for u in units if where(u)[0] not in busy]
-            if not units:
+            if not units and not park:
                 return
             self._behind = True
 
         def run() -> None:
             try:
-                self.flush(only=units)
+                if units:
+                    self.flush(only=units)
+                if park:
+                    self._park(park)
             except ZarrFSError as exc:  # the units stay dirty; the next flush reports it
                 log.warning("%s: background flush failed: %s", self.path or "/", exc)
             finally:
@@ -238,3 +282,55 @@ class Flushing(ReadPath):
                     self._behind = False
 
         self.engine.executor.submit(run)
+
+    def _park(self, units: Sequence[Coords]) -> None:
+        """Park complete dirty units of shards not complete yet: encode them, append them to
+        their shard's next file (``sharding/builder.py``), and drop them from the dirty set
+        and its memory. A unit written again meanwhile (a new dirty copy) stays dirty.
+
+        Holds ``_flush_lock`` throughout (no flush of this array meanwhile) and
+        ``_write_lock`` for the snapshot only, as a flush does."""
+        with self._flush_lock:
+            self._park_locked(units)
+
+    def _park_locked(self, units: Sequence[Coords]) -> None:
+        """``_park`` with ``_flush_lock`` held by the caller."""
+        parking = self._units.parking
+        assert parking is not None
+        with self._write_lock:
+            with self._lock:
+                snapshot = {
+                    u: self._dirty[u]
+                    for u in units
+                    if u in self._dirty and u in self._complete and u not in self._frozen
+                }
+                self._frozen.update(snapshot)
+        freed = 0
+        cache = self.engine.chunk_cache
+        held = 2 * self._unit_spec.nbytes
+        try:
+            for outer, members in self._units.groups(list(snapshot)).items():
+                local = {self._units.location(u)[1]: u for u in members}
+                with self.engine.working(held):
+                    got = parking.park(outer, {c: snapshot[u] for c, u in local.items()})
+                if got is None:  # the store cannot: the units stay dirty
+                    return
+                builder, entries = got
+                with self._lock:
+                    self._epoch += 1  # a load that overlapped read the old shard
+                    for c, entry in entries.items():
+                        u = local[c]
+                        if self._dirty.get(u) is not snapshot[u]:
+                            continue  # written again meanwhile: that copy wins
+                        builder.parked[c] = entry
+                        del self._dirty[u]
+                        self._complete.discard(u)
+                        self._unknown.pop(u, None)  # (every row was written)
+                        cache.pop((self.uid, u))
+                        freed += snapshot[u].nbytes
+                    self._stored_bytes = None
+        finally:
+            with self._lock:
+                self._frozen.difference_update(snapshot)
+            if freed:
+                self.engine.add_dirty(-freed)

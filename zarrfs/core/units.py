@@ -57,6 +57,8 @@ from zarrfs.core.sharding.access import (
     rewrite_memory,
     rewrite_shard,
 )
+from zarrfs.core.sharding.builder import Parking
+from zarrfs.core.sharding.format import index_size
 from zarrfs.core.stores.base import ByteRange, ObjectReader, Store, StoreGroup, TempObject
 from zarrfs.core.writethrough import UnitStreams
 
@@ -135,6 +137,8 @@ class UnitStrategy(ABC):
 
     #: units written front to back are stored while they are written (``writethrough``)
     write_through: UnitStreams | None = None
+    #: completed units kept in their outer chunk's next object (shards only)
+    parking: Parking | None = None
 
     def wrote(self, unit: Coords, arr: np.ndarray[Any, Any], sel: tuple[slice, ...]) -> None:
         """A write copied the piece ``sel`` of ``unit`` into its dirty array ``arr`` (its
@@ -397,6 +401,11 @@ class ShardedUnits(UnitStrategy):
         self.unit_spec = codec.inner_spec(self.chunk_spec)
         #: the inner chunks' chain, prepared once for the array
         self.inner: PreparedChain = codec.inner_chain(self.chunk_spec)
+        #: completed inner chunks kept in their shard's next file (``sharding/builder.py``)
+        cps = codec.chunks_per_shard(self.chunk_spec.shape)
+        self._index_size = index_size(codec.index_codecs, cps)
+        self._parking = Parking(ctx.io, ctx.key, codec, self.chunk_spec, self.inner)
+        self.parking = self._parking
 
     def shard_index(self, shard: Coords) -> Any:
         """The index of ``shard`` (cached), or None when the shard is not stored."""
@@ -413,10 +422,16 @@ class ShardedUnits(UnitStrategy):
     def load(
         self, outer: Coords, units: list[Coords], publish: Publish | None = None
     ) -> dict[Coords, Any]:
+        local = {self.location(u)[1]: u for u in units}
+        # parked first: a shard committed meanwhile is then read with its new index
+        parked = self._parking.load(outer, list(local)) if self._parking.builders else {}
+        out = {local[c]: (MISSING if arr is None else arr) for c, arr in parked.items()}
+        local = {c: u for c, u in local.items() if c not in parked}
+        if not local:
+            return out
         index = self.shard_index(outer)
         if index is None:
-            return {u: MISSING for u in units}
-        local = {self.location(u)[1]: u for u in units}
+            return out | {u: MISSING for u in local.values()}
         try:
             got = read_inner_chunks(
                 self.ctx.io,
@@ -432,7 +447,7 @@ class ShardedUnits(UnitStrategy):
             raise
         decoded = sum(1 for v in got.values() if v is not None)
         self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded", decoded)
-        return {local[c]: (MISSING if arr is None else arr) for c, arr in got.items()}
+        return out | {local[c]: (MISSING if arr is None else arr) for c, arr in got.items()}
 
     def store(
         self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]], group: StoreGroup
@@ -442,16 +457,22 @@ class ShardedUnits(UnitStrategy):
         held = rewrite_memory(io, self.codec, self.chunk_spec, len(updates), inner=self.inner)
         try:
             with engine.working(held):
-                key = self.ctx.key(outer)
-                rewrite_shard(
-                    io, key, self.codec, self.chunk_spec, updates, inner=self.inner, sink=group
-                )
+                size = self._parking.store(outer, updates, group)
+                if size is None:  # no parked units: the usual rewrite
+                    key = self.ctx.key(outer)
+                    index = rewrite_shard(
+                        io, key, self.codec, self.chunk_spec, updates, inner=self.inner,
+                        sink=group,
+                    )  # fmt: skip
+                    size = 0 if index is None else index.stored_bytes() + self._index_size
+            engine.stats.add(self.ctx.path, "bytes_stored", size)
         finally:
             engine.index_cache.pop((self.ctx.uid, outer))
 
     def committed(self, outer: Coords) -> None:
         # an index read while the new shard was staged is the old one: drop it again
         self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
+        self._parking.committed(outer)
 
 
 def _adopted(group: StoreGroup, temp: TempObject) -> bool:

@@ -202,10 +202,19 @@ class Store(ABC):
         together."""
         return StoreGroup(self)
 
-    def open_temp(self, key: str, size: int) -> TempObject | None:
+    @property
+    def builds_objects(self) -> bool:
+        """Whether ``open_temp(..., building=True)`` gives objects here (not None)."""
+        return False
+
+    def open_temp(self, key: str, size: int, building: bool = False) -> TempObject | None:
         """A new object for ``key`` of ``size`` bytes, written front to back while it is
         produced and invisible until a group of this store adopts it (``StoreGroup.adopt``);
-        None where the store cannot (the default): the object is then ``set`` as usual."""
+        None where the store cannot (the default): the object is then ``set`` as usual.
+
+        With ``building``, an object put together from pieces over time (a shard built while
+        a writer fills it, ``core/sharding/builder.py``): ``size`` is only a guess (nothing is
+        reserved for it), and what was appended can be read back (``TempObject.read``)."""
         return None
 
     def delete(self, key: str) -> None:
@@ -298,3 +307,12 @@ class TempObject:
 
     def discard(self) -> None:
         """Drop the object (its storage is freed; nothing becomes visible)."""
+
+    def read(self, offset: int, size: int) -> bytes:
+        """Bytes ``[offset, offset + size)`` of what was appended (an object opened
+        ``building``); they stay readable after ``finish``, adoption, a commit and even
+        ``discard`` or a failed commit, until ``release``."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Let go of what ``read`` needs (idempotent; the object itself is not touched)."""

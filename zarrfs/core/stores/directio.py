@@ -163,6 +163,10 @@ class DirectWriter:
                 self._write_direct(view)
                 self._fill = 0
 
+    def pending(self) -> memoryview:
+        """The bytes appended after the first ``written`` ones: still in the bounce buffer."""
+        return self._view[: self._fill] if self._view is not None else memoryview(b"")
+
     def finish(self) -> None:
         """Write what the bounce buffer holds and give the buffer back."""
         try:

@@ -397,7 +397,11 @@ class LocalStore(LocalListing, Store):
             return super().group()
         return LocalGroup(self, self._stage, self._commit_staged, self._discard)
 
-    def open_temp(self, key: str, size: int) -> TempObject | None:
+    @property
+    def builds_objects(self) -> bool:
+        return type(self).set_stream is LocalStore.set_stream and self.writable
+
+    def open_temp(self, key: str, size: int, building: bool = False) -> TempObject | None:
         """A temporary file in the key's directory (``LocalTemp``); None for a subclass that
         overrides ``set_stream`` (it sees every object it stores)."""
         if type(self).set_stream is not LocalStore.set_stream or not self.writable:
@@ -406,7 +410,7 @@ class LocalStore(LocalListing, Store):
         temp, fd = self._in_key_dir(key, lambda dir_fd, name: create_temp(dir_fd))
         staged = Staged(key, tuple(parts[:-1]), parts[-1], temp)
         try:
-            return LocalTemp(self, staged, fd, size, self._discard)
+            return LocalTemp(self, staged, fd, size, self._discard, building)
         except BaseException:
             os.close(fd)
             self._discard([staged])

@@ -333,6 +333,7 @@ class LocalTemp(TempObject):
         fd: int,
         size: int,
         discard: Callable[[list[Staged]], None],
+        building: bool = False,
     ) -> None:
         self.store = store
         self.key = staged.key
@@ -340,7 +341,12 @@ class LocalTemp(TempObject):
         self._fd = fd
         self._discard_staged = discard
         self._writer = DirectWriter(fd, direct=size >= DIRECT_MIN)
-        if self._writer.direct_possible and direct_capable(fd):
+        #: a second descriptor, for reading (``building``): it keeps the file's bytes
+        #: readable after the file is renamed or unlinked, until ``release``
+        self._reader = -1
+        if building:
+            self._reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+        elif self._writer.direct_possible and direct_capable(fd):
             allocate(fd, size)
 
     def append(self, data: memoryview) -> None:
@@ -375,3 +381,26 @@ class LocalTemp(TempObject):
         except OSError:
             pass
         self._discard_staged([self._staged])
+
+    def read(self, offset: int, size: int) -> bytes:
+        if self._reader < 0:
+            raise ValueError("not a temporary opened for building, or released")
+        on_disk = self._writer.written  # the rest waits in the writer's buffer
+        head = b""
+        if offset < on_disk:
+            want = min(size, on_disk - offset)
+            head = os.pread(self._reader, want, offset)
+            if len(head) != want:
+                raise OSError(f"temporary file of {self.key!r} shorter than written")
+        if len(head) == size:
+            return head
+        start = max(offset, on_disk) - on_disk
+        tail = bytes(self._writer.pending()[start : start + size - len(head)])
+        if len(head) + len(tail) != size:
+            raise ValueError(f"read past the end of the temporary file of {self.key!r}")
+        return head + tail
+
+    def release(self) -> None:
+        if self._reader >= 0:
+            os.close(self._reader)
+            self._reader = -1

@@ -89,12 +89,21 @@ class StoreWrapper(Store):
     def group(self) -> StoreGroup:
         return self.inner.group()
 
-    def open_temp(self, key: str, size: int) -> TempObject | None:
-        if type(self).set is not StoreWrapper.set or (
+    def _sees_sets(self) -> bool:
+        """A wrapper that observes or changes sets sees every object it stores (it gives no
+        temporary objects)."""
+        return type(self).set is not StoreWrapper.set or (
             type(self).set_stream is not StoreWrapper.set_stream
-        ):  # a wrapper that observes or changes sets sees every object it stores
+        )
+
+    @property
+    def builds_objects(self) -> bool:
+        return not self._sees_sets() and self.inner.builds_objects
+
+    def open_temp(self, key: str, size: int, building: bool = False) -> TempObject | None:
+        if self._sees_sets():
             return None
-        return self.inner.open_temp(key, size)
+        return self.inner.open_temp(key, size, building)
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)

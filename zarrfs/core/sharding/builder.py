@@ -1,0 +1,340 @@
+"""Shards built in their new file while a writer fills them.
+
+A shard is stored whole: changing one inner chunk rewrites the shard. A writer that fills
+shards larger than the dirty limit leaves (a row-major writer of shards spanning the array's
+depth: every layer of inner chunks touches every shard) would otherwise make the engine
+store each shard several times over, once per flush the limit forces, each time copying
+the inner chunks stored before. Instead, the inner chunks a writer has completed are
+*parked*: encoded and appended to the shard's next file (a temporary object of the store,
+``Store.open_temp(..., building=True)``), and their memory is freed. The flush that stores
+the shard appends the rest to that same file (its dirty inner chunks, the inner chunks of
+the old shard nobody changed, then the index) and commits it like any other object. Each
+inner chunk is then written once, and the dirty memory of such a writer stays about one
+layer of inner chunks.
+
+Invariants:
+- a builder belongs to one shard of one array (``ShardedUnits.builders``); its file is
+  invisible until the flush that stores the shard commits it. Parked inner chunks are not
+  stored yet: the array counts them as dirty (``dirty``, ``flush``, write-back, unmount) and
+  a flush of everything finishes and commits every builder;
+- ``parked`` maps an inner chunk to ``(offset, nbytes)`` of its encoded bytes in the file, or
+  None when it equals the fill value (no bytes). A unit is parked only from a dirty copy a
+  writer completed, and leaves the dirty set in the same step (under the array's lock): a
+  unit is dirty (in memory), parked (here) or stored, never two at once. A later write makes
+  it dirty again, and that copy wins when the shard is stored (its bytes are appended again;
+  the parked ones stay in the file as unused space, which the format allows);
+- the parked bytes are the only copy of those units until the commit. The file stays
+  readable through a descriptor of its own (``TempObject.read``) even when a failed store or
+  commit unlinked it; the next store of the shard first copies the parked inner chunks into
+  a new file (``_renew``); a builder's descriptor is released only after a commit stored
+  its parked chunks (``release``);
+- one ``lock`` per builder orders everything done to its file: appends, reads, finishing.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from zarrfs.core.codecs.base import ChunkSpec
+from zarrfs.core.codecs.chain import PreparedChain
+from zarrfs.core.codecs.sharding import ShardingCodec
+from zarrfs.core.errors import CorruptDataError, StoreError
+from zarrfs.core.sharding import format as fmt
+from zarrfs.core.sharding.access import COPY_SPAN, _KeptBytes, _Run, read_shard_index
+from zarrfs.core.stores.base import Store, StoreGroup, TempObject
+
+Coords = tuple[int, ...]
+Entry = tuple[int, int] | None
+
+
+class ShardBuilder:
+    """The next file of one shard, holding the inner chunks parked so far."""
+
+    def __init__(
+        self,
+        store: Store,
+        key: str,
+        codec: ShardingCodec,
+        shard_spec: ChunkSpec,
+        inner: PreparedChain,
+        files: dict[int, TempObject] | None = None,
+    ) -> None:
+        self.store, self.key = store, key
+        self._codec, self._shard_spec, self._inner = codec, shard_spec, inner
+        #: every file this builder holds open, shared by the builders of one array (what its
+        #: finalizer discards: it must not hold the builders, whose store holds the array)
+        self._files: dict[int, TempObject] = {} if files is None else files
+        self.lock = threading.Lock()
+        #: inner chunk -> its bytes in the file (None: the fill value); changed under the
+        #: array's lock (readers look without it: one dict operation at a time)
+        self.parked: dict[Coords, Entry] = {}
+        self._temp: TempObject | None = None
+        self._size = 0
+        #: the file went to a store (adopted, or dropped by a failure): the next store of
+        #: the shard builds a new one from the parked inner chunks
+        self._spent = False
+        #: a store adopted the file: once its group commits, the builder is done
+        self.stored = False
+
+    @classmethod
+    def supported(cls, codec: ShardingCodec) -> bool:
+        """Whether shards of ``codec`` can be built this way (the index after the chunks)."""
+        return codec.index_location == "end"
+
+    def encode(self, arr: np.ndarray[Any, Any]) -> bytes | memoryview | None:
+        """The stored bytes of an inner chunk (None: it equals the fill value)."""
+        if self._inner.spec.is_fill(arr):
+            return None
+        return self._inner.encode_buffer(np.ascontiguousarray(arr))
+
+    def append(self, data: bytes | memoryview | None) -> Entry:
+        """Append one inner chunk's stored bytes; where they are (``lock`` held). Raises
+        ``StoreError`` where the store cannot build objects, or on an I/O error (the file
+        is then given up, ``_spent``)."""
+        if data is None:
+            return None
+        if self._spent:
+            self._renew()
+        if self._temp is None:
+            guess = self._codec.max_encoded_size(self._shard_spec)
+            temp = self.store.open_temp(self.key, guess, building=True)
+            if temp is None:
+                raise StoreError(f"{self.key}: the store cannot build objects in place")
+            self._temp = temp
+            self._files[id(temp)] = temp
+        with memoryview(data) as raw, raw.cast("B") as view:
+            n = len(view)
+            try:
+                self._temp.append(view)
+            except OSError as exc:
+                self._spent = True
+                raise StoreError(f"{self.key}: appending to its new shard: {exc}") from exc
+        at = self._size
+        self._size += n
+        return at, n
+
+    def read(self, entry: Entry) -> bytes | None:
+        """The stored bytes of a parked inner chunk (``lock`` held)."""
+        if entry is None:
+            return None
+        return self._read_from(self._temp, entry)
+
+    def decode(self, data: bytes, coords: Coords) -> np.ndarray[Any, Any]:
+        """A parked inner chunk's array."""
+        return self._codec.decode_inner(data, self._shard_spec, coords, self._inner)
+
+    def _renew(self) -> None:
+        """Copy the parked inner chunks of the spent file into a new one (``lock`` held);
+        on a failure the spent file stays the parked chunks' place."""
+        old, old_size = self._temp, self._size
+        self._temp, self._size, self._spent, self.stored = None, 0, False, False
+        moved: dict[Coords, Entry] = {}
+        try:
+            for c, entry in self.parked.items():
+                moved[c] = None if entry is None else self.append(self._read_from(old, entry))
+        except BaseException:
+            if self._temp is not None:
+                self._drop(self._temp)
+            self._temp, self._size, self._spent = old, old_size, True
+            raise
+        self.parked.update(moved)
+        if old is not None:
+            self._drop(old)
+
+    def _drop(self, temp: TempObject) -> None:
+        """Unlink ``temp`` (if it still has a name) and close it."""
+        temp.discard()
+        temp.release()
+        self._files.pop(id(temp), None)
+
+    def _read_from(self, temp: TempObject | None, entry: tuple[int, int]) -> bytes:
+        if temp is None:
+            raise StoreError(f"{self.key}: parked inner chunk without a file")
+        try:
+            return temp.read(*entry)
+        except OSError as exc:
+            raise StoreError(f"{self.key}: reading a parked inner chunk: {exc}") from exc
+
+    def store_shard(
+        self, updates: Mapping[Coords, np.ndarray[Any, Any] | None], group: StoreGroup
+    ) -> int:
+        """Stage the shard: the parked inner chunks, ``updates`` (inner chunk -> its new
+        array; None removes it), the old shard's other inner chunks, the index. The file is
+        adopted by ``group``; the caller drops the builder once the group committed
+        (``release``). On any failure the builder stays, spent, with its parked chunks.
+        Returns the new shard's size (0: nothing was left, the shard was deleted)."""
+        with self.lock:
+            try:
+                return self._store_locked(updates, group)
+            except BaseException:
+                self._spent = True
+                self.stored = False
+                raise
+
+    def _store_locked(
+        self, updates: Mapping[Coords, np.ndarray[Any, Any] | None], group: StoreGroup
+    ) -> int:
+        if self._spent:
+            self._renew()
+        entries: dict[Coords, Entry] = dict(self.parked)
+        for c in sorted(updates):
+            arr = updates[c]
+            entries[c] = None if arr is None else self.append(self.encode(arr))
+        old = read_shard_index(self.store, self.key, self._codec, self._shard_spec)
+        runs: list[_Run] = []
+        for c, offset, nbytes in old.present() if old is not None else ():
+            if c in entries:
+                continue
+            if nbytes > self._inner.max_encoded_size:
+                raise CorruptDataError(
+                    f"shard index entry {c} claims {nbytes} bytes, more than the "
+                    f"{self._inner.max_encoded_size} any valid inner chunk can take",
+                    key=self.key,
+                )
+            last = runs[-1] if runs else None
+            adjacent = last is not None and offset == last.end
+            if last is not None and adjacent and offset + nbytes - last.first <= COPY_SPAN:
+                last.end += nbytes
+                last.members.append(c)
+            else:
+                runs.append(_Run(offset, offset + nbytes, [c]))
+        with _KeptBytes(self.store, self.key, runs) as kept:
+            for run in runs:
+                at = self._size
+                self.append(kept.read(run))
+                for c in run.members:
+                    got = old.get(c) if old is not None else None
+                    assert got is not None
+                    entries[c] = (at + got[0] - run.first, got[1])
+        index = fmt.ShardIndex.empty(self._codec.chunks_per_shard(self._shard_spec.shape))
+        for c, entry in entries.items():
+            if entry is not None:
+                index.offsets[c], index.nbytes[c] = entry
+        if index.is_empty():  # nothing left: no shard
+            self.store.delete(self.key)
+            self._spent = True
+            self.stored = True
+            if self._temp is not None:
+                self._temp.discard()
+            return 0
+        self.append(fmt.encode_index(index, self._codec.index_codecs))
+        assert self._temp is not None
+        self._spent = True  # whatever happens next, this file is the group's
+        self._temp.finish()
+        if not group.adopt(self._temp):
+            raise StoreError(f"{self.key}: the store cannot commit a shard built in place")
+        self.stored = True
+        return self._size
+
+    def release(self) -> None:
+        """The shard was committed with every parked chunk: let go of the file."""
+        with self.lock:
+            if self._temp is not None:
+                self._temp.release()
+                self._files.pop(id(self._temp), None)
+
+
+class Parking:
+    """The builders of one array's shards (``ShardedUnits.parking``), by shard coords.
+
+    ``enabled`` only where the store builds objects (``Store.builds_objects``) and the index
+    comes last; elsewhere, and for good once the store refuses a file after all, the units
+    stay dirty in memory until their shard is stored, as without parking.
+
+    ``builders`` changes only under the array's flush lock (a park, a flush's store and
+    commit); readers (loads) look without it, one dict operation at a time."""
+
+    def __init__(
+        self, store: Store, key: Any, codec: ShardingCodec, shard_spec: ChunkSpec,
+        inner: PreparedChain,
+    ) -> None:  # fmt: skip
+        self._store, self._key = store, key
+        self._codec, self._shard_spec, self._inner = codec, shard_spec, inner
+        self.enabled = ShardBuilder.supported(codec) and store.builds_objects
+        self.builders: dict[Coords, ShardBuilder] = {}
+        # an array dropped with builders never stored (its last flush failed for good):
+        # their files go with it
+        self._files: dict[int, TempObject] = {}
+        weakref.finalize(self, _discard_files, self._files)
+
+    def any(self) -> bool:
+        """Whether some shard holds parked inner chunks (unstored data)."""
+        return any(b.parked for b in list(self.builders.values()))
+
+    def shards(self) -> list[Coords]:
+        """The shards holding parked inner chunks."""
+        return [s for s, b in list(self.builders.items()) if b.parked]
+
+    def count(self, shard: Coords) -> set[Coords]:
+        """The inner chunks of ``shard`` that are parked."""
+        b = self.builders.get(shard)
+        return set() if b is None else set(b.parked)
+
+    def park(
+        self, shard: Coords, arrays: Mapping[Coords, np.ndarray[Any, Any]]
+    ) -> tuple[ShardBuilder, dict[Coords, Entry]] | None:
+        """Encode and append inner chunks (coords inside the shard -> array) to the shard's
+        builder; where each went, to be published by the caller (``publish``). None when
+        the store cannot build objects (parking is then off)."""
+        builder = self.builders.get(shard)
+        if builder is None:
+            builder = ShardBuilder(
+                self._store, self._key(shard), self._codec, self._shard_spec, self._inner,
+                self._files,
+            )  # fmt: skip
+        out: dict[Coords, Entry] = {}
+        with builder.lock:
+            for c in sorted(arrays):
+                try:
+                    out[c] = builder.append(builder.encode(arrays[c]))
+                except StoreError:
+                    if builder._temp is None and not builder.parked:
+                        self.enabled = False  # the store cannot: never again
+                        return None
+                    raise
+        self.builders[shard] = builder
+        return builder, out
+
+    def load(self, shard: Coords, coords: list[Coords]) -> dict[Coords, Any]:
+        """The parked ones among ``coords`` (inside ``shard``): array, or None for the fill
+        value; the others are left to the stored shard."""
+        builder = self.builders.get(shard)
+        if builder is None:
+            return {}
+        out: dict[Coords, Any] = {}
+        with builder.lock:
+            for c in coords:
+                if c in builder.parked:
+                    data = builder.read(builder.parked[c])
+                    out[c] = None if data is None else builder.decode(data, c)
+        return out
+
+    def store(
+        self, shard: Coords, updates: Mapping[Coords, np.ndarray[Any, Any]], group: StoreGroup
+    ) -> int | None:
+        """Stage the shard through its builder, if it has one: the new shard's size (0 when
+        nothing is left of it); None when it has none."""
+        builder = self.builders.get(shard)
+        if builder is None:
+            return None
+        return builder.store_shard(updates, group)
+
+    def committed(self, shard: Coords) -> None:
+        """The group that stored ``shard`` committed: its builder is done."""
+        builder = self.builders.get(shard)
+        if builder is not None and builder.stored:
+            del self.builders[shard]
+            builder.release()
+
+
+def _discard_files(files: dict[int, TempObject]) -> None:
+    """The finalizer of an array's ``Parking``: unlink and close the files left."""
+    for temp in list(files.values()):
+        temp.discard()
+        temp.release()
+    files.clear()
