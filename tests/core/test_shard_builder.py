@@ -140,3 +140,19 @@ def test_an_array_dropped_with_parked_chunks_leaves_no_files(tmp_path):
     gc.collect()
     assert temps(tmp_path) == []
     engine.close()
+
+
+def test_a_failed_append_leaves_its_units_dirty(arr, tmp_path, monkeypatch):
+    from zarrfs.core.stores.localgroup import LocalTemp
+
+    def failing(self, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(LocalTemp, "append", failing)
+    want = park_three(arr, tmp_path)  # the write-behind fails, quietly (a warning)
+    assert arr.dirty_state().nbytes == 3 * (4 << 10)  # nothing left memory
+    assert (through(arr) == want).all() and (stored(tmp_path) == 1).all()
+    monkeypatch.undo()
+    arr.flush()
+    assert not arr.dirty and temps(tmp_path) == []
+    assert (stored(tmp_path) == want).all()

@@ -52,6 +52,10 @@ Coords = tuple[int, ...]
 Entry = tuple[int, int] | None
 
 
+class CannotBuild(StoreError):
+    """The store gives no object to build (``Store.open_temp`` returned None)."""
+
+
 class ShardBuilder:
     """The next file of one shard, holding the inner chunks parked so far."""
 
@@ -104,7 +108,7 @@ class ShardBuilder:
             guess = self._codec.max_encoded_size(self._shard_spec)
             temp = self.store.open_temp(self.key, guess, building=True)
             if temp is None:
-                raise StoreError(f"{self.key}: the store cannot build objects in place")
+                raise CannotBuild(f"{self.key}: the store cannot build objects in place")
             self._temp = temp
             self._files[id(temp)] = temp
         with memoryview(data) as raw, raw.cast("B") as view:
@@ -282,8 +286,8 @@ class Parking:
         builder; where each went, to be published by the caller (``publish``). None when
         the store cannot build objects (parking is then off)."""
         builder = self.builders.get(shard)
-        if builder is None:
-            builder = ShardBuilder(
+        if builder is None:  # (one with nothing parked yet stores the shard as a rewrite would)
+            builder = self.builders[shard] = ShardBuilder(
                 self._store, self._key(shard), self._codec, self._shard_spec, self._inner,
                 self._files,
             )  # fmt: skip
@@ -292,12 +296,11 @@ class Parking:
             for c in sorted(arrays):
                 try:
                     out[c] = builder.append(builder.encode(arrays[c]))
-                except StoreError:
-                    if builder._temp is None and not builder.parked:
-                        self.enabled = False  # the store cannot: never again
-                        return None
-                    raise
-        self.builders[shard] = builder
+                except CannotBuild:
+                    self.enabled = False  # the store cannot after all: never again
+                    if not builder.parked:
+                        del self.builders[shard]
+                    return None
         return builder, out
 
     def load(self, shard: Coords, coords: list[Coords]) -> dict[Coords, Any]:
