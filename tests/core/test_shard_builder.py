@@ -156,3 +156,12 @@ def test_a_failed_append_leaves_its_units_dirty(arr, tmp_path, monkeypatch):
     arr.flush()
     assert not arr.dirty and temps(tmp_path) == []
     assert (stored(tmp_path) == want).all()
+
+
+def test_a_resize_stores_the_parked_chunks_first(arr, tmp_path):
+    want = park_three(arr, tmp_path)
+    arr.resize((12,) + SHAPE[1:])  # grows axis 0: every shard is stored first
+    assert not arr.dirty and temps(tmp_path) == []
+    grown = zarr.open_array(str(tmp_path / "a"), mode="r")[...]
+    assert grown.shape == (12,) + SHAPE[1:]
+    assert (grown[:8] == want).all() and (grown[8:] == 0).all()

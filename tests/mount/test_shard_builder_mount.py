@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 
 import numpy as np
@@ -44,4 +45,31 @@ def test_dd_over_a_sharded_array_stores_each_shard_once(tmp_path, mounter):
     assert zarr.open_array(str(path), mode="r")[...].tobytes() == new.tobytes()
     spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path) + "/"}}
     assert np.asarray(ts.open(spec, open=True).result().read().result()).tobytes() == new.tobytes()
+    assert [f for _, _, fs in os.walk(path) for f in fs if f.startswith(".zarrfs-tmp-")] == []
+
+
+def test_parked_chunks_are_stored_when_the_daemon_is_stopped(tmp_path, mounter):
+    path = tmp_path / "s.zarr"
+    z = zarr.create_array(str(path), shape=SHAPE, shards=SHARDS, chunks=CHUNKS, dtype="<f4",
+                          compressors=BloscCodec(cname="lz4", clevel=1))  # fmt: skip
+    z[...] = 1
+    new = np.round(np.random.default_rng(3).random(SHAPE, dtype="f4"), 2)
+    m = mounter(path, "cache_size=8M", "writeback=3600")  # no write-back timer meanwhile
+    f = open(m.path / "data.raw", "r+b")  # noqa: SIM115 (open across the stop: no close)
+    try:
+        f.write(new.tobytes())
+        f.flush()  # (Python's buffer only: no fsync, no close)
+        stats = json.loads((m.path / ".zarrfs" / "stats.json").read_text())
+        temps = [f for _, _, fs in os.walk(path) for f in fs if f.startswith(".zarrfs-tmp-")]
+        assert len(temps) == 4  # the complete inner chunks are in the shards' new files...
+        assert len(stats["dirty_arrays"]) == 1  # ...and are unstored data
+        assert (zarr.open_array(str(path), mode="r")[...] == 1).any()  # not all stored yet
+        m.proc.send_signal(signal.SIGTERM)  # stored before the daemon exits
+        assert m.proc.wait(timeout=60) == 0
+    finally:
+        try:
+            f.close()
+        except OSError:
+            pass
+    assert zarr.open_array(str(path), mode="r")[...].tobytes() == new.tobytes()
     assert [f for _, _, fs in os.walk(path) for f in fs if f.startswith(".zarrfs-tmp-")] == []
