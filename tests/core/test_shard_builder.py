@@ -165,3 +165,23 @@ def test_a_resize_stores_the_parked_chunks_first(arr, tmp_path):
     grown = zarr.open_array(str(tmp_path / "a"), mode="r")[...]
     assert grown.shape == (12,) + SHAPE[1:]
     assert (grown[:8] == want).all() and (grown[8:] == 0).all()
+
+
+def test_chunks_parked_again_and_again_keep_the_file_about_their_size(arr, tmp_path, monkeypatch):
+    from zarrfs.core.sharding import builder
+
+    monkeypatch.setattr(builder, "COMPACT_MIN", 0)
+    rng = np.random.default_rng(5)
+    want = np.ones(SHAPE, "<f4")
+    for _ in range(12):  # the same 3 inner chunks (random: 4 KiB each stored), parked again
+        values = rng.random((4, 12, 64), dtype="f4")
+        for z_ in range(4):
+            arr.write(z_ * SHAPE[1] * ROW, values[z_].tobytes())
+        settle(arr)
+        want[:4, :12] = values
+        assert len(temps(tmp_path)) == 2  # (one new file per shard, never more)
+    assert (through(arr) == want).all()
+    arr.flush()
+    assert (stored(tmp_path) == want).all() and temps(tmp_path) == []
+    shard = LocalStore(tmp_path / "a").get("c/0/0/0")  # 2 parked chunks, 2 kept, the index
+    assert shard is not None and len(shard) <= 4 * (4 << 10) + 4 * 16 + 4

@@ -322,7 +322,7 @@ class Flushing(ReadPath):
                         u = local[c]
                         if self._dirty.get(u) is not snapshot[u]:
                             continue  # written again meanwhile: that copy wins
-                        builder.parked[c] = entry
+                        builder.publish(c, entry)
                         del self._dirty[u]
                         self._complete.discard(u)
                         self._unknown.pop(u, None)  # (every row was written)

@@ -22,7 +22,9 @@ Invariants:
   writer completed, and leaves the dirty set in the same step (under the array's lock): a
   unit is dirty (in memory), parked (here) or stored, never two at once. A later write makes
   it dirty again, and that copy wins when the shard is stored (its bytes are appended again;
-  the parked ones stay in the file as unused space, which the format allows);
+  the parked ones stay in the file as unused space, which the format allows, until more than
+  half of the file is unused: the next park or store then copies the parked chunks into a new
+  file, ``compact``);
 - the parked bytes are the only copy of those units until the commit. The file stays
   readable through a descriptor of its own (``TempObject.read``) even when a failed store or
   commit unlinked it; the next store of the shard first copies the parked inner chunks into
@@ -50,6 +52,9 @@ from zarrfs.core.stores.base import Store, StoreGroup, TempObject
 
 Coords = tuple[int, ...]
 Entry = tuple[int, int] | None
+
+#: a builder's file is compacted only once this many of its bytes are unused
+COMPACT_MIN = 4 << 20
 
 
 class CannotBuild(StoreError):
@@ -84,6 +89,8 @@ class ShardBuilder:
         self._spent = False
         #: a store adopted the file: once its group commits, the builder is done
         self.stored = False
+        #: bytes in the file no entry points at any more (inner chunks parked again)
+        self.unused = 0
 
     @classmethod
     def supported(cls, codec: ShardingCodec) -> bool:
@@ -122,6 +129,21 @@ class ShardBuilder:
         self._size += n
         return at, n
 
+    def publish(self, c: Coords, entry: Entry) -> None:
+        """``c`` is parked at ``entry`` (the array's lock held): what it replaces is unused."""
+        old = self.parked.get(c)
+        self.parked[c] = entry
+        if old is not None:
+            self.unused += old[1]
+
+    def compact(self) -> None:
+        """Start a new file with the parked chunks only when more than half of this one is
+        unused (``lock`` held, nothing appended since for a store): a writer that parks the
+        same inner chunks again and again keeps the file, and the shard, about their size."""
+        live = sum(e[1] for e in self.parked.values() if e is not None)
+        if self.unused > max(live, COMPACT_MIN):
+            self._spent = True  # the next append or store copies the parked chunks
+
     def read(self, entry: Entry) -> bytes | None:
         """The stored bytes of a parked inner chunk (``lock`` held)."""
         if entry is None:
@@ -135,8 +157,9 @@ class ShardBuilder:
     def _renew(self) -> None:
         """Copy the parked inner chunks of the spent file into a new one (``lock`` held);
         on a failure the spent file stays the parked chunks' place."""
-        old, old_size = self._temp, self._size
+        old, old_size, old_unused = self._temp, self._size, self.unused
         self._temp, self._size, self._spent, self.stored = None, 0, False, False
+        self.unused = 0
         moved: dict[Coords, Entry] = {}
         try:
             for c, entry in self.parked.items():
@@ -144,7 +167,7 @@ class ShardBuilder:
         except BaseException:
             if self._temp is not None:
                 self._drop(self._temp)
-            self._temp, self._size, self._spent = old, old_size, True
+            self._temp, self._size, self._spent, self.unused = old, old_size, True, old_unused
             raise
         self.parked.update(moved)
         if old is not None:
@@ -183,6 +206,11 @@ class ShardBuilder:
     def _store_locked(
         self, updates: Mapping[Coords, np.ndarray[Any, Any] | None], group: StoreGroup
     ) -> int:
+        for c in updates:  # newer than what is parked: those bytes go unused
+            superseded = self.parked.pop(c, None)
+            if superseded is not None:
+                self.unused += superseded[1]
+        self.compact()
         if self._spent:
             self._renew()
         entries: dict[Coords, Entry] = dict(self.parked)
@@ -293,6 +321,7 @@ class Parking:
             )  # fmt: skip
         out: dict[Coords, Entry] = {}
         with builder.lock:
+            builder.compact()
             for c in sorted(arrays):
                 try:
                     out[c] = builder.append(builder.encode(arrays[c]))
