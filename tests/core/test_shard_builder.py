@@ -185,3 +185,57 @@ def test_chunks_parked_again_and_again_keep_the_file_about_their_size(arr, tmp_p
     assert (stored(tmp_path) == want).all() and temps(tmp_path) == []
     shard = LocalStore(tmp_path / "a").get("c/0/0/0")  # 2 parked chunks, 2 kept, the index
     assert shard is not None and len(shard) <= 4 * (4 << 10) + 4 * 16 + 4
+
+
+@pytest.mark.parametrize("layout", ["sharded", "sharded, no parking", "plain"])
+def test_readers_beside_a_writer_never_see_older_values(tmp_path, monkeypatch, layout):
+    """A writer fills the array with 1, then 2, ... front to back in whole rows (parking as
+    it goes, the cache evicting); a reader beside it reads random ranges: every value it sees
+    is that of the pass before the one running when its read began, or a later one. Never
+    older, never invented: not the unwritten rows of a unit a row writer just made dirty
+    (uninitialized memory), not a shard's chunks read at the offsets of the index of the
+    shard a flush just replaced, not a stale cached copy."""
+    import threading
+
+    if layout == "sharded, no parking":
+        monkeypatch.setattr(LocalStore, "builds_objects", property(lambda self: False))
+    shape = (16, 32, 64)  # sharded: 2 shards (16, 16, 64) spanning the depth, inner (2, 4, 64)
+    kwargs: dict = {"chunks": (2, 4, 64)}
+    if layout != "plain":
+        kwargs["shards"] = (16, 16, 64)
+    z = zarr.create_array(str(tmp_path / "a"), shape=shape, dtype="<f4", fill_value=0, **kwargs)
+    z[...] = 0
+    engine = Engine(cache_size=96 << 10, prefetch_bytes=0)  # dirty limit 72 KiB, of 128 KiB
+    arr = open_array(LocalStore(tmp_path / "a"), "", engine)
+    passes, done, seen, failed = [0], threading.Event(), [], []
+    rng = np.random.default_rng(7)
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                start = passes[0]
+                off = int(rng.integers(0, arr.nbytes // 4 - 1024)) * 4
+                values = np.frombuffer(arr.read(off, 4096), "<f4")
+                seen.append((start, float(values.min()), float(values.max()), passes[0]))
+        except Exception as exc:  # reported below
+            failed.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        row = shape[2] * 4
+        for k in range(1, 7):
+            passes[0] = k
+            for r in range(shape[0] * shape[1]):
+                arr.write(r * row, np.full(shape[2], k, "<f4").tobytes())
+            settle(arr)
+    finally:
+        done.set()
+        reader.join()
+    assert not failed, failed
+    assert len(seen) > 50
+    for start, lo, hi, end in seen:
+        assert lo >= start - 1 and hi <= end, (start, lo, hi, end)
+    arr.flush()
+    assert (stored(tmp_path) == 6).all() and temps(tmp_path) == []
+    engine.close()

@@ -106,7 +106,15 @@ class ArrayState:
         #: plain chunks or inner chunks of shards, chosen once
         self._units = choose_units(
             metadata,
-            UnitContext(self._io, self.engine, self.uid, path, self.chunk_key, self._get_epoch),
+            UnitContext(
+                self._io,
+                self.engine,
+                self.uid,
+                path,
+                self.chunk_key,
+                self._get_epoch,
+                self._if_current,
+            ),  # fmt: skip
         )
         self._chunk_spec = self._units.chunk_spec
         self._unit_spec = self._units.unit_spec
@@ -146,6 +154,14 @@ class ArrayState:
     def _get_epoch(self) -> int:
         with self._lock:
             return self._epoch
+
+    def _if_current(self, epoch: int, action: Callable[[], object]) -> bool:
+        """Run ``action`` under ``_lock`` if the epoch is still ``epoch``; whether it ran."""
+        with self._lock:
+            if self._epoch != epoch:
+                return False
+            action()
+            return True
 
     def _count_fetched(self, n: int) -> None:
         self.engine.stats.add(self.path, "bytes_fetched", n)

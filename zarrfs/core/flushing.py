@@ -181,7 +181,7 @@ class Flushing(ReadPath):
             raise
         for (outer, batch), fut in zip(batches, done, strict=True):
             if fut.exception() is None:
-                self._commit(batch)
+                self._commit(batch, outer)
                 self._units.committed(outer)
         if parking is not None:
             with self._lock:  # (``_commit`` saw the builders of the shards just stored)
@@ -206,12 +206,17 @@ class Flushing(ReadPath):
             if u not in chosen and u in self._dirty and self._units.location(u)[0] in outers
         ]
 
-    def _commit(self, written: dict[Coords, Any]) -> None:
-        """Mark units clean after their bytes reached the store."""
+    def _commit(self, written: dict[Coords, Any], outer: Coords | None = None) -> None:
+        """Mark units clean after their bytes reached the store (the object of outer chunk
+        ``outer``, replaced). Its cached shard index goes in the same step, under ``_lock``
+        with the epoch: once a unit is clean (and may be evicted and loaded again) no
+        index of the replaced shard is cached, and none read before can be cached later."""
         cache = self.engine.chunk_cache
         freed = 0
         with self._lock:
             self._epoch += 1
+            if outer is not None and self._units.per_shard_count > 1:
+                self.engine.index_cache.pop((self.uid, outer))
             for u, done in written.items():
                 current = self._dirty.get(u)
                 if current is not None and current is done:

@@ -206,16 +206,22 @@ class ReadPath(ArrayState):
         need: list[Coords] = []
         cache = self.engine.chunk_cache
         coords = list(coords)
-        if self._unknown:
+        while True:
+            if self._unknown:
+                with self._lock:
+                    unmerged = [c for c in coords if c in self._unknown]
+                if unmerged:
+                    self._merge_unknown(unmerged)
             with self._lock:
-                unmerged = [c for c in coords if c in self._unknown]
-            if unmerged:
-                self._merge_unknown(unmerged)
-        with self._lock:
-            for c in coords:
-                d = self._dirty.get(c)
-                if d is not None:
-                    result[c] = (d, c not in self._frozen)
+                # a writer may have made a unit dirty since, in whole rows of it, the others
+                # not loaded yet (``_unknown``): merge again rather than serve those rows
+                if any(c in self._unknown and not self._unknown[c].all() for c in coords):
+                    continue
+                for c in coords:
+                    d = self._dirty.get(c)
+                    if d is not None:
+                        result[c] = (d, c not in self._frozen)
+                break
         for c in coords:
             if c in result:
                 continue
@@ -324,11 +330,12 @@ class ReadPath(ArrayState):
             # the encoded bytes and the decoded units this load holds before they are cached
             with self.engine.working(self._units.load_memory(len(units))):
                 res = self._units.load(load.outer, units, load.publish)
-            with self._lock:
-                cacheable = epoch == self._epoch
-            if cacheable:
-                for u, arr in res.items():
-                    self.engine.chunk_cache.put((self.uid, u), arr)
+            cache = self.engine.chunk_cache
+            with self._lock:  # a commit or park since the load began: not cached (checked
+                # and put under the lock that commit takes, so none can come in between)
+                if epoch == self._epoch:
+                    for u, arr in res.items():
+                        cache.put((self.uid, u), arr)
             load.done.set_result(res)
         except BaseException as exc:
             load.done.set_exception(exc)

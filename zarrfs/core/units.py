@@ -72,6 +72,9 @@ STREAM_PIECE = 1 << 20
 #: the value of a unit (or shard index) that is not in the store
 MISSING = np.zeros(0, dtype=np.uint8)
 
+#: reads of a shard's inner chunks tried while flushes keep replacing the shard
+SHARD_READ_ATTEMPTS = 3
+
 
 @dataclass
 class UnitContext:
@@ -87,6 +90,9 @@ class UnitContext:
     key: Callable[[Coords], str]
     #: the array's commit epoch (read under the array's lock)
     epoch: Callable[[], int]
+    #: ``if_current(epoch, action)``: run ``action`` under the array's lock if the epoch is
+    #: still ``epoch`` (a cache put that no commit can overtake); whether it ran
+    if_current: Callable[[int, Callable[[], object]], bool]
 
 
 class UnitStrategy(ABC):
@@ -415,8 +421,11 @@ class ShardedUnits(UnitStrategy):
             return None if hit is MISSING else hit
         epoch = self.ctx.epoch()
         index = read_shard_index(self.ctx.io, self.ctx.key(shard), self.codec, self.chunk_spec)
-        if epoch == self.ctx.epoch():
-            cache.put((uid, shard), MISSING if index is None else index)
+        # cached only if no commit came in between (one that did dropped the entry already
+        # and advanced the epoch, under the same lock)
+        self.ctx.if_current(
+            epoch, lambda: cache.put((uid, shard), MISSING if index is None else index)
+        )
         return index
 
     def load(
@@ -429,22 +438,32 @@ class ShardedUnits(UnitStrategy):
         local = {c: u for c, u in local.items() if c not in parked}
         if not local:
             return out
-        index = self.shard_index(outer)
-        if index is None:
-            return out | {u: MISSING for u in local.values()}
-        try:
+        key = self.ctx.key(outer)
+        if self.ctx.io.reads_into:  # the index is read from the file the chunks come from
             got = read_inner_chunks(
-                self.ctx.io,
-                self.ctx.key(outer),
-                self.codec,
-                self.chunk_spec,
-                index,
-                list(local),
+                self.ctx.io, key, self.codec, self.chunk_spec, None, list(local),
                 inner=self.inner,
-            )
-        except (CorruptDataError, StoreError):
-            self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
-            raise
+            )  # fmt: skip
+            decoded = sum(1 for v in got.values() if v is not None)
+            self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded", decoded)
+            return out | {local[c]: (MISSING if a is None else a) for c, a in got.items()}
+        for attempt in range(SHARD_READ_ATTEMPTS):
+            index = self.shard_index(outer)
+            if index is None:
+                return out | {u: MISSING for u in local.values()}
+            try:
+                got = read_inner_chunks(
+                    self.ctx.io, key, self.codec, self.chunk_spec, index, list(local),
+                    inner=self.inner,
+                )  # fmt: skip
+                break
+            except (CorruptDataError, StoreError):
+                self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
+                # a flush replaced the shard between its index and its chunks being read:
+                # read both again (a shard whose index has not changed is corrupt)
+                now = read_shard_index(self.ctx.io, key, self.codec, self.chunk_spec)
+                if attempt + 1 == SHARD_READ_ATTEMPTS or now is None or now.same_as(index):
+                    raise
         decoded = sum(1 for v in got.values() if v is not None)
         self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded", decoded)
         return out | {local[c]: (MISSING if arr is None else arr) for c, arr in got.items()}

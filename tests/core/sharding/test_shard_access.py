@@ -405,3 +405,28 @@ class TestLocalRewrite:
             access.rewrite_shard(store, KEY, codec, s, {(0, 1): np.ones((2, 2), "<i4")})
         assert err.value.key == KEY
         assert store.get(KEY) == before
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_a_local_shard_replaced_after_its_index_was_read_is_read_by_its_own_index(
+    tmp_path, location: str
+) -> None:
+    """A flush may replace a shard between a reader's index and its read of the inner chunks;
+    on a local store the inner chunks are read at the offsets of the index of the very file
+    opened, never at the old index's offsets in the new file."""
+    from zarrfs.core.stores.local import LocalStore
+
+    store = LocalStore(tmp_path)
+    codec = sharding([2, 2], index_location=location)
+    s = spec((4, 6))
+    old = numbered((4, 6), "<f4")
+    store.set(KEY, codec.encode(old, s))
+    index = access.read_shard_index(store, KEY, codec, s)
+    assert index is not None
+    new = -old
+    new[:2, :2] = 0  # inner chunk (0, 0) now empty: every other one moved
+    store.set(KEY, codec.encode(new, s))
+    got = access.read_inner_chunks(store, KEY, codec, s, index, [(0, 0), (0, 1), (1, 2)])
+    assert got[(0, 0)] is None
+    np.testing.assert_array_equal(got[(0, 1)], new[:2, 2:4])
+    np.testing.assert_array_equal(got[(1, 2)], new[2:, 4:])

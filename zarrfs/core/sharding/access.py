@@ -101,35 +101,26 @@ def read_inner_chunks(
     key: str,
     codec: ShardingCodec,
     shard_spec: ChunkSpec,
-    index: fmt.ShardIndex,
+    index: fmt.ShardIndex | None,
     coords: Sequence[tuple[int, ...]],
     *,
     coalesce_gap: int = COALESCE_GAP,
     inner: PreparedChain | None = None,
 ) -> dict[tuple[int, ...], np.ndarray[Any, Any] | None]:
     """Decoded inner chunks at ``coords`` (None for a missing one; the caller fills it).
-    ``inner`` is ``codec.inner_chain(shard_spec)`` when the caller has it prepared already."""
-    result: dict[tuple[int, ...], np.ndarray[Any, Any] | None] = {}
-    wanted: dict[tuple[int, ...], tuple[int, int]] = {}
+    ``inner`` is ``codec.inner_chain(shard_spec)`` when the caller has it prepared already.
+
+    On a store that reads into buffers the index is read from the shard file opened for the
+    chunks (``index`` may be None then; a missing shard gives None for every chunk); on
+    others ``index`` is the shard's, read before."""
     if inner is None:
         inner = codec.inner_chain(shard_spec)
-    for c in coords:
-        c = tuple(c)
-        entry = index.get(c)
-        if entry is None:
-            result[c] = None
-        elif entry[1] > inner.max_encoded_size:
-            raise CorruptDataError(
-                f"shard index entry {c} claims {entry[1]} bytes, more than the "
-                f"{inner.max_encoded_size} any valid inner chunk can take",
-                key=key,
-            )
-        else:
-            wanted[c] = entry
-    if not wanted:
-        return result
     if store.reads_into:
-        result.update(_read_into_blocks(store, key, codec, shard_spec, wanted, inner))
+        return _read_into_blocks(store, key, codec, shard_spec, coords, inner, index is None)
+    if index is None:
+        raise ValueError("read_inner_chunks needs the shard's index on this store")
+    result, wanted = _entries(index, coords, inner, key)
+    if not wanted:
         return result
     spans = coalesce(wanted.values(), coalesce_gap)
     blobs = store.get_many([(key, ByteRange(start, end - start)) for start, end in spans])
@@ -149,21 +140,73 @@ def read_inner_chunks(
     return result
 
 
+def _entries(
+    index: fmt.ShardIndex, coords: Sequence[tuple[int, ...]], inner: PreparedChain, key: str
+) -> tuple[dict[tuple[int, ...], Any], dict[tuple[int, ...], tuple[int, int]]]:
+    """(None for each of ``coords`` that is empty, (offset, nbytes) of the others); an entry
+    longer than any valid inner chunk is corrupt."""
+    result: dict[tuple[int, ...], Any] = {}
+    wanted: dict[tuple[int, ...], tuple[int, int]] = {}
+    for c in coords:
+        c = tuple(c)
+        entry = index.get(c)
+        if entry is None:
+            result[c] = None
+        elif entry[1] > inner.max_encoded_size:
+            raise CorruptDataError(
+                f"shard index entry {c} claims {entry[1]} bytes, more than the "
+                f"{inner.max_encoded_size} any valid inner chunk can take",
+                key=key,
+            )
+        else:
+            wanted[c] = entry
+    return result, wanted
+
+
+def _own_index(
+    reader: ObjectReader, key: str, codec: ShardingCodec, shard_spec: ChunkSpec
+) -> fmt.ShardIndex:
+    """The index of the shard open in ``reader``, read from that very file."""
+    cps = codec.chunks_per_shard(shard_spec.shape)
+    size = fmt.index_size(codec.index_codecs, cps)
+    if reader.size < size:
+        raise CorruptDataError(
+            f"shard is {reader.size} bytes, smaller than its {size}-byte index", key=key
+        )
+    buf = bytearray(size)
+    at = reader.size - size if codec.index_location == "end" else 0
+    if reader.readinto(memoryview(buf), at) != size:
+        raise CorruptDataError("shard shrank while its index was read", key=key)
+    try:
+        # (entries past the end are refused when read: the shard's other chunks stay readable)
+        return fmt.decode_index(bytes(buf), codec.index_codecs, cps, None)
+    except CorruptDataError as exc:
+        raise _with_key(exc, key) from exc
+
+
 def _read_into_blocks(
     store: Store,
     key: str,
     codec: ShardingCodec,
     shard_spec: ChunkSpec,
-    wanted: Mapping[tuple[int, ...], tuple[int, int]],
+    coords: Sequence[tuple[int, ...]],
     inner: PreparedChain,
-) -> dict[tuple[int, ...], np.ndarray[Any, Any]]:
-    """``read_inner_chunks`` on a store that reads into buffers: the wanted inner chunks read
-    one after the other, in the shard's order, each into a block of the same size class."""
+    may_be_missing: bool = False,
+) -> dict[tuple[int, ...], np.ndarray[Any, Any] | None]:
+    """``read_inner_chunks`` on a store that reads into buffers: the shard is opened once and
+    its index read again from that very file (a flush may have replaced the shard since the
+    caller's index was read: its offsets would point into the new file), then the wanted inner
+    chunks are read one after the other, in the shard's order, each into a block of the same
+    size class."""
     reader = store.open_reader(key)
-    if reader is None:  # removed since its index was read
+    if reader is None:
+        if may_be_missing:
+            return {tuple(c): None for c in coords}
         raise CorruptDataError("shard disappeared while its inner chunks were read", key=key)
-    out: dict[tuple[int, ...], np.ndarray[Any, Any]] = {}
+    out: dict[tuple[int, ...], np.ndarray[Any, Any] | None] = {}
     with reader:
+        own = _own_index(reader, key, codec, shard_spec)
+        out, wanted = _entries(own, coords, inner, key)
         for c, (offset, nbytes) in sorted(wanted.items(), key=lambda item: item[1][0]):
             encoded = _read_span(
                 reader, key, offset, offset + nbytes, inner.max_encoded_size,
