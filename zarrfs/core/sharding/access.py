@@ -12,10 +12,12 @@ Request pattern:
   complete, or the shard is corrupt. No inner chunk is ever decoded from a short read.
 - ``read_inner_chunks``: one ``store.get_many`` call; byte ranges of the wanted inner chunks that
   are closer than ``coalesce_gap`` bytes are merged into one request. On a store that
-  ``reads_into`` (a local file), the shard is opened once instead and each inner chunk is read
-  into a reused block (``core/buffers.py``) sized for the largest valid inner chunk, decoded,
-  and its block taken again by the next: no fresh memory for the encoded bytes. An index
-  entry longer than any valid inner chunk is corrupt and is never fetched.
+  ``reads_into`` (a local file), the shard is opened once instead, its index read from that
+  very file (a flush may have replaced the shard since the caller's index was read), and each
+  inner chunk is read into a reused block (``core/buffers.py``) sized for the largest valid
+  inner chunk, decoded, and its block taken again by the next: no fresh memory for the
+  encoded bytes. An index entry longer than any valid inner chunk is corrupt and is never
+  fetched.
 - ``rewrite_shard``: one index read as above (skipped when every inner chunk is replaced), then
   exactly one ``store.set_stream`` (or ``store.delete`` when nothing is left) during which the
   kept inner chunks are read in ranges of at most ``COPY_SPAN`` bytes (runs of chunks adjacent
