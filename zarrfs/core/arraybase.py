@@ -31,9 +31,10 @@ from zarrfs.core.errors import InvalidWriteError
 from zarrfs.core.grid import RegularGrid
 from zarrfs.core.layout import Box, flat_to_boxes
 from zarrfs.core.metadata.model import ArrayMetadata
+from zarrfs.core.shardunits import ShardedUnits, choose_units
 from zarrfs.core.stores.base import Store
 from zarrfs.core.stores.wrapper import CountingReads
-from zarrfs.core.units import PlainUnits, ShardedUnits, UnitContext, choose_units
+from zarrfs.core.units import PlainUnits, UnitContext
 
 Coords = tuple[int, ...]
 
