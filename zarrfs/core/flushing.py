@@ -181,12 +181,8 @@ class Flushing(ReadPath):
             raise
         for (outer, batch), fut in zip(batches, done, strict=True):
             if fut.exception() is None:
+                self._units.committed(outer)  # (first: its parked units are stored now)
                 self._commit(batch, outer)
-                self._units.committed(outer)
-        if parking is not None:
-            with self._lock:  # (``_commit`` saw the builders of the shards just stored)
-                if not self._dirty and not parking.any():
-                    self._dirty_since = None
         if errors:
             with self._lock:
                 self._frozen.difference_update(snapshot)
@@ -215,7 +211,7 @@ class Flushing(ReadPath):
         freed = 0
         with self._lock:
             self._epoch += 1
-            if outer is not None and self._units.per_shard_count > 1:
+            if outer is not None:
                 self.engine.index_cache.pop((self.uid, outer))
             for u, done in written.items():
                 current = self._dirty.get(u)
@@ -256,7 +252,7 @@ class Flushing(ReadPath):
                 whole = self._units.per_shard_count
                 ready: list[Coords] = []
                 for outer, us in self._units.groups(units).items():
-                    done = {self._units.location(u)[1] for u in us} | parking.count(outer)
+                    done = {self._units.location(u)[1] for u in us} | parking.parked_in(outer)
                     (ready if len(done) == whole else park).extend(us)
                 units = ready
             elif units and self._units.per_shard_count > 1:

@@ -80,29 +80,33 @@ class ShardedUnits(UnitStrategy):
                 self.ctx.io, key, self.codec, self.chunk_spec, None, list(local),
                 inner=self.inner,
             )  # fmt: skip
-            decoded = sum(1 for v in got.values() if v is not None)
-            self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded", decoded)
-            return out | {local[c]: (MISSING if a is None else a) for c, a in got.items()}
-        for attempt in range(SHARD_READ_ATTEMPTS):
-            index = self.shard_index(outer)
-            if index is None:
+        else:
+            got = self._read_checked(outer, key, list(local))
+            if got is None:
                 return out | {u: MISSING for u in local.values()}
-            try:
-                got = read_inner_chunks(
-                    self.ctx.io, key, self.codec, self.chunk_spec, index, list(local),
-                    inner=self.inner,
-                )  # fmt: skip
-                break
-            except (CorruptDataError, StoreError):
-                self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
-                # a flush replaced the shard between its index and its chunks being read:
-                # read both again (a shard whose index has not changed is corrupt)
-                now = read_shard_index(self.ctx.io, key, self.codec, self.chunk_spec)
-                if attempt + 1 == SHARD_READ_ATTEMPTS or now is None or now.same_as(index):
-                    raise
         decoded = sum(1 for v in got.values() if v is not None)
         self.ctx.engine.stats.add(self.ctx.path, "chunks_decoded", decoded)
         return out | {local[c]: (MISSING if arr is None else arr) for c, arr in got.items()}
+
+    def _read_checked(self, outer: Coords, key: str, coords: list[Coords]) -> Any:
+        """``read_inner_chunks`` with the shard's (cached) index, on a store whose reads are
+        not of one open file: read again when the shard's index changed under the read (a
+        flush replaced the shard in between); None when the shard is missing."""
+        for attempt in range(SHARD_READ_ATTEMPTS):
+            index = self.shard_index(outer)
+            if index is None:
+                return None
+            try:
+                return read_inner_chunks(
+                    self.ctx.io, key, self.codec, self.chunk_spec, index, coords,
+                    inner=self.inner,
+                )  # fmt: skip
+            except (CorruptDataError, StoreError):
+                self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
+                now = read_shard_index(self.ctx.io, key, self.codec, self.chunk_spec)
+                if attempt + 1 == SHARD_READ_ATTEMPTS or now is None or now.same_as(index):
+                    raise
+        return None  # (not reached: the last attempt returns or raises)
 
     def store(
         self, outer: Coords, units: Mapping[Coords, np.ndarray[Any, Any]], group: StoreGroup
@@ -125,8 +129,7 @@ class ShardedUnits(UnitStrategy):
             engine.index_cache.pop((self.ctx.uid, outer))
 
     def committed(self, outer: Coords) -> None:
-        # an index read while the new shard was staged is the old one: drop it again
-        self.ctx.engine.index_cache.pop((self.ctx.uid, outer))
+        # (its cached index is dropped by the array's commit, under its lock)
         self._parking.committed(outer)
 
 

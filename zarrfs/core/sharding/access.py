@@ -39,7 +39,7 @@ their coords through those codecs or decode whole shards with the full chain.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,17 +256,7 @@ def rewrite_shard(
         inner = codec.inner_chain(shard_spec)
     kept: dict[tuple[int, ...], tuple[int, int]] = {}
     if len(updates) < int(np.prod(cps)):
-        old = read_shard_index(store, key, codec, shard_spec)
-        for c, offset, nbytes in old.present() if old is not None else ():
-            if c in updates:
-                continue
-            if nbytes > inner.max_encoded_size:
-                raise CorruptDataError(
-                    f"shard index entry {c} claims {nbytes} bytes, more than the "
-                    f"{inner.max_encoded_size} any valid inner chunk can take",
-                    key=key,
-                )
-            kept[c] = (offset, nbytes)
+        kept = kept_entries(store, key, codec, shard_spec, inner, updates)
     new = {
         tuple(c): arr
         for c, arr in updates.items()
@@ -277,24 +267,7 @@ def rewrite_shard(
         return None
     start = codec.index_location == "start"
     built: list[fmt.ShardIndex] = []
-    # the new shard's order: updated chunks, and runs of kept chunks adjacent in the old
-    # shard (one ranged read each, of at most COPY_SPAN bytes)
-    plan: list[_Run | tuple[int, ...]] = []
-    for c in sorted(kept.keys() | new.keys()):
-        if c not in kept:
-            plan.append(c)
-            continue
-        offset, nbytes = kept[c]
-        last = plan[-1] if plan else None
-        if (
-            isinstance(last, _Run)
-            and offset == last.end
-            and offset + nbytes - last.first <= COPY_SPAN
-        ):
-            last.end += nbytes
-            last.members.append(c)
-        else:
-            plan.append(_Run(offset, offset + nbytes, [c]))
+    plan = shard_plan(kept, new)
 
     def pieces() -> Iterator[bytes | memoryview]:
         index = fmt.ShardIndex.empty(cps)
@@ -335,6 +308,56 @@ def rewrite_shard(
 
     (store if sink is None else sink).set_stream(key, pieces)
     return built[-1]
+
+
+def kept_entries(
+    store: Store,
+    key: str,
+    codec: ShardingCodec,
+    shard_spec: ChunkSpec,
+    inner: PreparedChain,
+    skip: Container[tuple[int, ...]],
+) -> dict[tuple[int, ...], tuple[int, int]]:
+    """(offset, nbytes) in the stored shard of each inner chunk not in ``skip`` (one index
+    read; none when the shard is missing); an entry longer than any valid inner chunk is
+    corrupt."""
+    kept: dict[tuple[int, ...], tuple[int, int]] = {}
+    old = read_shard_index(store, key, codec, shard_spec)
+    for c, offset, nbytes in old.present() if old is not None else ():
+        if c in skip:
+            continue
+        if nbytes > inner.max_encoded_size:
+            raise CorruptDataError(
+                f"shard index entry {c} claims {nbytes} bytes, more than the "
+                f"{inner.max_encoded_size} any valid inner chunk can take",
+                key=key,
+            )
+        kept[c] = (offset, nbytes)
+    return kept
+
+
+def shard_plan(
+    kept: Mapping[tuple[int, ...], tuple[int, int]], new: Iterable[tuple[int, ...]] = ()
+) -> list[_Run | tuple[int, ...]]:
+    """A new shard's order: the ``new`` inner chunks, and runs of ``kept`` ones adjacent in
+    the old shard (one ranged read each, of at most ``COPY_SPAN`` bytes), in coords order."""
+    plan: list[_Run | tuple[int, ...]] = []
+    for c in sorted(kept.keys() | set(new)):
+        if c not in kept:
+            plan.append(c)
+            continue
+        offset, nbytes = kept[c]
+        last = plan[-1] if plan else None
+        if (
+            isinstance(last, _Run)
+            and offset == last.end
+            and offset + nbytes - last.first <= COPY_SPAN
+        ):
+            last.end += nbytes
+            last.members.append(c)
+        else:
+            plan.append(_Run(offset, offset + nbytes, [c]))
+    return plan
 
 
 @dataclass

@@ -45,9 +45,9 @@ import numpy as np
 from zarrfs.core.codecs.base import ChunkSpec
 from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.codecs.sharding import ShardingCodec
-from zarrfs.core.errors import CorruptDataError, StoreError
+from zarrfs.core.errors import StoreError
 from zarrfs.core.sharding import format as fmt
-from zarrfs.core.sharding.access import COPY_SPAN, _KeptBytes, _Run, read_shard_index
+from zarrfs.core.sharding.access import _KeptBytes, _Run, kept_entries, shard_plan
 from zarrfs.core.stores.base import Store, StoreGroup, TempObject
 
 Coords = tuple[int, ...]
@@ -217,32 +217,17 @@ class ShardBuilder:
         for c in sorted(updates):
             arr = updates[c]
             entries[c] = None if arr is None else self.append(self.encode(arr))
-        old = read_shard_index(self.store, self.key, self._codec, self._shard_spec)
-        runs: list[_Run] = []
-        for c, offset, nbytes in old.present() if old is not None else ():
-            if c in entries:
-                continue
-            if nbytes > self._inner.max_encoded_size:
-                raise CorruptDataError(
-                    f"shard index entry {c} claims {nbytes} bytes, more than the "
-                    f"{self._inner.max_encoded_size} any valid inner chunk can take",
-                    key=self.key,
-                )
-            last = runs[-1] if runs else None
-            adjacent = last is not None and offset == last.end
-            if last is not None and adjacent and offset + nbytes - last.first <= COPY_SPAN:
-                last.end += nbytes
-                last.members.append(c)
-            else:
-                runs.append(_Run(offset, offset + nbytes, [c]))
-        with _KeptBytes(self.store, self.key, runs) as kept:
+        kept = kept_entries(
+            self.store, self.key, self._codec, self._shard_spec, self._inner, entries
+        )
+        runs = [r for r in shard_plan(kept) if isinstance(r, _Run)]
+        with _KeptBytes(self.store, self.key, runs) as kept_bytes:
             for run in runs:
                 at = self._size
-                self.append(kept.read(run))
+                self.append(kept_bytes.read(run))
                 for c in run.members:
-                    got = old.get(c) if old is not None else None
-                    assert got is not None
-                    entries[c] = (at + got[0] - run.first, got[1])
+                    offset, nbytes = kept[c]
+                    entries[c] = (at + offset - run.first, nbytes)
         index = fmt.ShardIndex.empty(self._codec.chunks_per_shard(self._shard_spec.shape))
         for c, entry in entries.items():
             if entry is not None:
@@ -264,8 +249,10 @@ class ShardBuilder:
         return self._size
 
     def release(self) -> None:
-        """The shard was committed with every parked chunk: let go of the file."""
+        """The shard was committed with every parked chunk: let go of the file. A load that
+        took this builder before then finds nothing parked and reads the stored shard."""
         with self.lock:
+            self.parked.clear()
             if self._temp is not None:
                 self._temp.release()
                 self._files.pop(id(self._temp), None)
@@ -302,7 +289,7 @@ class Parking:
         """The shards holding parked inner chunks."""
         return [s for s, b in list(self.builders.items()) if b.parked]
 
-    def count(self, shard: Coords) -> set[Coords]:
+    def parked_in(self, shard: Coords) -> set[Coords]:
         """The inner chunks of ``shard`` that are parked."""
         b = self.builders.get(shard)
         return set() if b is None else set(b.parked)
