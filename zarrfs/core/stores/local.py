@@ -23,6 +23,8 @@ Invariants:
   and each directory fsynced once (``localgroup``); each object is still replaced atomically.
 - Temporary files are named ``.zarrfs-tmp-<random>``; no key may have a component starting
   with that prefix and listings skip such names, so crash leftovers are never mistaken for keys.
+  A writable store that is the only writer open on its root removes the leftovers of other
+  processes its listings meet (``leftovers``: each writer holds a lock on the root).
 - ``delete`` unlinks the file, fsyncs its directory and removes directories left empty, up to
   but not including the root. A ``set`` racing with that pruning retries its walk.
 - Ranged ``get`` reads only the requested bytes (``pread``); ``open_reader`` reads the file
@@ -54,6 +56,7 @@ from zarrfs.core.stores.base import (
 )
 from zarrfs.core.stores.beneath import open_beneath
 from zarrfs.core.stores.fileio import FileReader, pread_all
+from zarrfs.core.stores.leftovers import claim
 from zarrfs.core.stores.localgroup import (
     TEMP_PREFIX,
     LocalGroup,
@@ -119,7 +122,10 @@ class LocalStore(LocalListing, Store):
             with self._root_lock:
                 fd = self._root_fd
                 if fd < 0:
-                    fd = self._root_fd = os.open(self.root, _DIR_FLAGS)
+                    fd = os.open(self.root, _DIR_FLAGS)
+                    if self.writable:  # temporary files a dead writer left (``leftovers``)
+                        self._locked = claim(fd)
+                    self._root_fd = fd
         return fd
 
     #: the listing read-ahead helper (``enable_read_ahead``; None: off)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from zarrfs.core.errors import StoreError
 from zarrfs.core.libc import function
+from zarrfs.core.stores import leftovers
 from zarrfs.core.stores.base import Store, StoreGroup, TempObject
 from zarrfs.core.stores.directio import (
     DIRECT_MIN,
@@ -80,7 +81,7 @@ def write_temp(dir_fd: int, pieces: Iterable[bytes | memoryview], sync: bool = T
 
 def create_temp(dir_fd: int) -> tuple[str, int]:
     """A new, empty temporary file in ``dir_fd``, open for writing: (its name, descriptor)."""
-    temp = TEMP_PREFIX + secrets.token_hex(8)
+    temp = TEMP_PREFIX + leftovers.TOKEN + secrets.token_hex(6)  # (the process's token first)
     return temp, os.open(temp, _TEMP_FLAGS, 0o666, dir_fd=dir_fd)
 
 

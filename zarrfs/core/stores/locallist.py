@@ -14,6 +14,7 @@ import stat
 from collections.abc import Iterator, Sequence
 
 from zarrfs.core.errors import StoreError
+from zarrfs.core.stores.leftovers import alone, leftover, remove_leftovers
 from zarrfs.core.stores.localgroup import TEMP_PREFIX
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -27,20 +28,23 @@ def _listed(name: str) -> bool:
     return not name.startswith(TEMP_PREFIX) and "\\" not in name
 
 
-def _entries(dir_fd: int) -> tuple[list[os.DirEntry[str]], list[str]]:
-    """The listed regular-file entries and the names of the real subdirectories of ``dir_fd``
-    (links are neither: ``d_type``/``lstat``), in directory order."""
+def _entries(dir_fd: int) -> tuple[list[os.DirEntry[str]], list[str], list[str]]:
+    """The listed regular-file entries, the names of the real subdirectories of ``dir_fd``
+    (links are neither: ``d_type``/``lstat``), in directory order, and the temporary names."""
     files: list[os.DirEntry[str]] = []
     dirs: list[str] = []
+    temps: list[str] = []
     with os.scandir(dir_fd) as entries:
         for entry in entries:
             if not _listed(entry.name):
+                if entry.name.startswith(TEMP_PREFIX):
+                    temps.append(entry.name)
                 continue
             if entry.is_dir(follow_symlinks=False):
                 dirs.append(entry.name)
             elif entry.is_file(follow_symlinks=False):
                 files.append(entry)
-    return files, dirs
+    return files, dirs, temps
 
 
 class LocalListing:
@@ -56,10 +60,26 @@ class LocalListing:
     def _error(self, key: str, exc: OSError) -> StoreError:
         raise NotImplementedError
 
+    #: this store holds its lock on the root (``leftovers``): listings remove the leftovers
+    #: of dead writers they meet while no other writer is open
+    _locked = False
+
+    def _root(self) -> int:
+        raise NotImplementedError
+
+    def _entries(self, dir_fd: int, where: str) -> tuple[list[os.DirEntry[str]], list[str]]:
+        """``_entries`` of the directory ``where``, removing the leftovers met."""
+        files, dirs, temps = _entries(dir_fd)
+        if self._locked:
+            others = [name for name in temps if leftover(name, TEMP_PREFIX)]
+            if others and alone(self._root()):  # (asked after the names were read)
+                remove_leftovers(dir_fd, others, where)
+        return files, dirs
+
     # -- listable ---------------------------------------------------------------------------
 
-    def _scan(self, dir_fd: int) -> tuple[list[str], list[str]]:
-        files, dirs = _entries(dir_fd)
+    def _scan(self, dir_fd: int, where: str) -> tuple[list[str], list[str]]:
+        files, dirs = self._entries(dir_fd, where)
         return sorted(entry.name for entry in files), sorted(dirs)
 
     def list_dir(self, prefix: str) -> tuple[list[str], list[str]]:
@@ -71,7 +91,7 @@ class LocalListing:
             if dir_fd is None:
                 return [], []
             try:
-                return self._scan(dir_fd)
+                return self._scan(dir_fd, "/".join(parts))
             finally:
                 os.close(dir_fd)
         except OSError as exc:
@@ -118,7 +138,7 @@ class LocalListing:
 
     def _sizes_below(self, dir_fd: int, base: str, out: list[tuple[str, int]]) -> None:
         """Append (key, size) of every regular file below ``dir_fd`` (the directory ``base``)."""
-        files, subdirs = _entries(dir_fd)
+        files, subdirs = self._entries(dir_fd, base)
         for entry in files:
             try:
                 st = entry.stat(follow_symlinks=False)
