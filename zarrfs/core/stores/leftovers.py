@@ -20,7 +20,8 @@ Protocol (``claim``, ``alone``, ``remove_leftovers``):
   process's token is a leftover: those that are regular files are removed (``unlinkat``
   relative to the directory, no link followed), each logged with its size;
 - a store that is read-only, could not lock (some network file systems), or is not alone
-  removes nothing; this process's own temporary files are never removed.
+  removes nothing; this process's own temporary files are never removed. Writers of
+  releases before this module take no lock, so they are not seen.
 """
 
 from __future__ import annotations
