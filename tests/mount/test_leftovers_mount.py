@@ -1,12 +1,14 @@
-"""Temporary files a killed daemon left in its directory store: the next writable mount
-removes those its listings meet (and logs each); a read-only mount leaves them; the data the
-killed daemon never stored is not there, and the stored data is intact."""
+"""Temporary files a killed daemon left in its directory store: ``zarrfs check`` names them,
+the next writable mount removes those its listings meet (and logs each); a read-only mount
+leaves them; the data the killed daemon never stored is not there, and the stored data is
+intact."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -53,6 +55,15 @@ def test_a_killed_writers_temporary_files_are_removed_by_the_next_writable_mount
     force_unmount(m)
     assert _temps(path) == left  # the crash left them
     assert np.array_equal(zarr.open_array(str(path), mode="r")[...], old)  # never stored
+
+    # zarrfs check names each (a warning: the data is intact) and removes none
+    checked = subprocess.run(
+        [sys.executable, "-m", "zarrfs", "check", str(path)], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    for name in left:
+        assert f"leftover temporary file {os.path.relpath(name, path)}:" in checked.stdout
+    assert _temps(path) == left
 
     ro = mounter(path, "ro", name="ro")
     subprocess.run(["ls", "-lR", str(ro.path)], check=True, capture_output=True)

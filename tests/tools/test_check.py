@@ -436,3 +436,24 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
     rc, _, err = run(capsys, *argv)
     assert rc == 2
     assert "usage: zarrfs check" in err
+
+
+def test_leftover_temporary_files_are_warnings_reported_and_kept(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A temporary file a crashed writer left is named with its size (exit status 0: the data
+    is intact); check never removes it, and a link with such a name is not reported."""
+    first = next(p for p in sorted(store.rglob("*")) if p.is_dir())
+    left = first / ".zarrfs-tmp-0badc0de00000001"
+    left.write_bytes(b"x" * 3000)
+    (store / ".zarrfs-tmp-0badc0de00000002").symlink_to(left)
+    rc, out, _ = run(capsys, str(store))
+    assert rc == 0
+    warnings = lines_of(out, "warning: leftover temporary file")
+    assert warnings == [
+        f"warning: leftover temporary file {left.relative_to(store)}: 2.9 KiB, left by a zarrfs "
+        "process that ended before storing it (not a key; the next writable mount of the "
+        "store removes it)"
+    ]
+    assert "1 leftover" in out.splitlines()[-1] and out.splitlines()[-1].endswith("OK")
+    assert left.exists()

@@ -15,7 +15,9 @@ What is checked, per array:
   (so one report names every damaged inner chunk of that shard); other chains holding a
   sharding codec decode the whole shard through the chain;
 - nodes whose metadata is invalid or unsupported are reported as errors (they cannot be read);
-  variable-length arrays (``zarrfs.core.vlen``) are checked chunk by chunk like the others.
+  variable-length arrays (``zarrfs.core.vlen``) are checked chunk by chunk like the others;
+- on a directory store, temporary files a crashed writer left (``stores/leftovers``) are
+  reported as warnings with their size, never removed (a writable mount removes them).
 
 Invariants:
 - the exit status is 1 when any object is damaged or unreadable or any node is invalid, 0
@@ -30,11 +32,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 
@@ -44,10 +45,14 @@ from zarrfs.core.grid import RegularGrid
 from zarrfs.core.hierarchy import Node
 from zarrfs.core.metadata.model import ArrayMetadata
 from zarrfs.core.sharding import format as shard_format
+from zarrfs.core.stores import leftovers
 from zarrfs.core.stores.base import Store
+from zarrfs.core.stores.local import LocalStore
+from zarrfs.core.stores.localgroup import TEMP_PREFIX
 from zarrfs.core.stores.registry import open_store
 from zarrfs.core.vlen import VlenArray, open_vlen
 from zarrfs.tools import default_jobs, human_size, open_hierarchy, plural, run_tool, walk
+from zarrfs.tools.progress import Progress
 
 Coords = tuple[int, ...]
 
@@ -55,6 +60,11 @@ Coords = tuple[int, ...]
 _METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zattrs"})
 #: damaged inner chunks named in one shard's report before the rest are only counted
 _MAX_INNER_REASONS = 3
+#: why a leftover temporary file is reported
+_LEFTOVER = (
+    "left by a zarrfs process that ended before storing it (not a key; the next writable "
+    "mount of the store removes it)"
+)
 #: seconds a run must last before the progress bar appears (short runs stay silent)
 PROGRESS_DELAY = 1.0
 
@@ -62,7 +72,8 @@ PROGRESS_DELAY = 1.0
 @dataclass(frozen=True)
 class Finding:
     """One problem: ``kind`` is ``damaged`` (bad bytes), ``unreadable`` (the store failed),
-    ``invalid`` (node metadata) or ``stray`` (a key that is no chunk of the grid)."""
+    ``invalid`` (node metadata), or a warning: ``stray`` (a key that is no chunk of the
+    grid) or ``leftover`` (a temporary file a crashed writer left: ``stores/leftovers``)."""
 
     kind: str
     key: str
@@ -70,11 +81,12 @@ class Finding:
 
     @property
     def is_error(self) -> bool:
-        return self.kind != "stray"
+        return self.kind not in ("stray", "leftover")
 
     def __str__(self) -> str:
-        if self.kind == "stray":
-            return f"warning: stray key {self.key}: {self.reason}"
+        if not self.is_error:
+            what = "stray key" if self.kind == "stray" else "leftover temporary file"
+            return f"warning: {what} {self.key}: {self.reason}"
         return f"{self.kind}: {self.key}: {self.reason}"
 
 
@@ -239,64 +251,6 @@ def plan(
     return (Task(checker, store, key) for key in keys), len(keys), stray
 
 
-# ----------------------------------------------------------------------------- progress
-
-
-class Progress:
-    """``checked 120/4000 chunks (3%)  85 chunks/s  12.3 MiB/s`` redrawn in place on a terminal."""
-
-    def __init__(
-        self,
-        stream: TextIO,
-        total: int,
-        *,
-        enabled: bool,
-        delay: float = 1.0,
-        interval: float = 0.2,
-    ) -> None:
-        self.stream = stream
-        self.total = total
-        self.enabled = enabled
-        self.delay = delay
-        self.interval = interval
-        self.done = 0
-        self.nbytes = 0
-        self.start = time.monotonic()
-        self._last_draw = 0.0
-        self._width = 0
-
-    def update(self, n: int = 1, nbytes: int = 0) -> None:
-        self.done += n
-        self.nbytes += nbytes
-        now = time.monotonic()
-        if (
-            self.enabled
-            and now - self.start >= self.delay
-            and now - self._last_draw >= self.interval
-        ):
-            self._draw(now)
-
-    def _draw(self, now: float) -> None:
-        self._last_draw = now
-        elapsed = max(now - self.start, 1e-6)
-        pct = f" ({100 * self.done // self.total}%)" if self.total else ""
-        line = (
-            f"checked {self.done}/{self.total} chunks{pct}  {self.done / elapsed:.0f} chunks/s"
-            f"  {human_size(int(self.nbytes / elapsed))}/s"
-        )
-        self.stream.write("\r" + line.ljust(self._width))
-        self.stream.flush()
-        self._width = len(line)
-
-    def clear(self) -> None:
-        """Erase the bar (before other output, and at the end)."""
-        if self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self.stream.flush()
-            self._width = 0
-            self._last_draw = 0.0
-
-
 # ----------------------------------------------------------------------------- the run
 
 
@@ -344,6 +298,9 @@ def check_store(
             total += count
     finally:
         hierarchy.engine.close()
+    if isinstance(store, LocalStore):  # reported, never removed here (a writable mount does)
+        for key, size in leftovers.find(store.root, TEMP_PREFIX):
+            found(Finding("leftover", key, f"{human_size(size)}, {_LEFTOVER}"))
     report.chunks_total += total
     bar = progress(total) if progress is not None else None
     for outcome in _run_tasks((t for tasks in plans for t in tasks), jobs):

@@ -99,3 +99,22 @@ def remove_leftovers(dir_fd: int, names: Iterable[str], where: str) -> None:
             name,
             st.st_size,
         )
+
+
+def find(root: str, prefix: str) -> list[tuple[str, int]]:
+    """(path relative to ``root``, size) of every regular file below the directory ``root``
+    whose name starts with ``prefix``, in walk order; links are neither followed nor
+    reported (``zarrfs check`` lists the leftovers this way, without removing any)."""
+    out: list[tuple[str, int]] = []
+    for directory, _, files in os.walk(root, followlinks=False):
+        for name in files:
+            if not name.startswith(prefix):
+                continue
+            path = os.path.join(directory, name)
+            try:
+                st = os.lstat(path)
+            except OSError:  # gone meanwhile
+                continue
+            if stat.S_ISREG(st.st_mode):
+                out.append((os.path.relpath(path, root), st.st_size))
+    return out
