@@ -76,10 +76,27 @@ def read_shard_index(
         raise CorruptDataError(
             f"shard is {len(data)} bytes, smaller than its {size}-byte index", key=key
         )
+    return _decoded_index(data, codec, cps, key)
+
+
+def _decoded_index(
+    data: bytes, codec: ShardingCodec, cps: tuple[int, ...], key: str
+) -> fmt.ShardIndex:
+    """The shard index encoded in ``data``; its errors name the shard. Entries past the end
+    of the shard are refused when read, so the shard's other chunks stay readable."""
     try:
         return fmt.decode_index(data, codec.index_codecs, cps, None)
     except CorruptDataError as exc:
         raise _with_key(exc, key) from exc
+
+
+def _too_long(c: tuple[int, ...], nbytes: int, inner: PreparedChain, key: str) -> CorruptDataError:
+    """The error of an index entry longer than any valid inner chunk (never fetched)."""
+    return CorruptDataError(
+        f"shard index entry {c} claims {nbytes} bytes, more than the "
+        f"{inner.max_encoded_size} any valid inner chunk can take",
+        key=key,
+    )
 
 
 def coalesce(ranges: Iterable[tuple[int, int]], gap: int = COALESCE_GAP) -> list[tuple[int, int]]:
@@ -155,11 +172,7 @@ def _entries(
         if entry is None:
             result[c] = None
         elif entry[1] > inner.max_encoded_size:
-            raise CorruptDataError(
-                f"shard index entry {c} claims {entry[1]} bytes, more than the "
-                f"{inner.max_encoded_size} any valid inner chunk can take",
-                key=key,
-            )
+            raise _too_long(c, entry[1], inner, key)
         else:
             wanted[c] = entry
     return result, wanted
@@ -179,11 +192,7 @@ def _own_index(
     at = reader.size - size if codec.index_location == "end" else 0
     if reader.readinto(memoryview(buf), at) != size:
         raise CorruptDataError("shard shrank while its index was read", key=key)
-    try:
-        # (entries past the end are refused when read: the shard's other chunks stay readable)
-        return fmt.decode_index(bytes(buf), codec.index_codecs, cps, None)
-    except CorruptDataError as exc:
-        raise _with_key(exc, key) from exc
+    return _decoded_index(bytes(buf), codec, cps, key)
 
 
 def _read_into_blocks(
@@ -327,11 +336,7 @@ def kept_entries(
         if c in skip:
             continue
         if nbytes > inner.max_encoded_size:
-            raise CorruptDataError(
-                f"shard index entry {c} claims {nbytes} bytes, more than the "
-                f"{inner.max_encoded_size} any valid inner chunk can take",
-                key=key,
-            )
+            raise _too_long(c, nbytes, inner, key)
         kept[c] = (offset, nbytes)
     return kept
 
