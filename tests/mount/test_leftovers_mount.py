@@ -40,11 +40,11 @@ def test_a_killed_writers_temporary_files_are_removed_by_the_next_writable_mount
     fd = os.open(m.path / "data.raw", os.O_WRONLY)
     try:
         assert os.write(fd, new.tobytes()) == new.nbytes
-        deadline = time.monotonic() + 30
-        while not _temps(path) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30  # both chunks' files, each once complete
+        while len(_temps(path)) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
         left = _temps(path)
-        assert left, "no chunk was written through"
+        assert len(left) == 2, f"not every chunk was written through: {left}"
         os.kill(m.pid, signal.SIGKILL)  # before any flush could store them
         m.proc.wait(10)
     finally:
