@@ -113,6 +113,15 @@ def _give_buffer(buf: mmap.mmap) -> None:
     buf.close()
 
 
+def _copy(dst: memoryview, src: memoryview) -> None:
+    """``dst[:] = src`` without holding the interpreter lock for the copy: ``numpy.copyto``
+    releases it for large arrays, a ``memoryview`` slice assignment copies holding it. A
+    thread copying 1 MiB pieces the latter way kept another thread that wanted the lock
+    waiting the whole switch interval (5 ms; 0.08 ms with ``numpy.copyto``); the pieces are
+    the encoded inner chunks a parking job appends while the event loop takes writes."""
+    np.copyto(np.frombuffer(dst, dtype=np.uint8), np.frombuffer(src, dtype=np.uint8))
+
+
 def _address(view: memoryview) -> int:
     return int(np.frombuffer(view, dtype=np.uint8).ctypes.data) if len(view) else 0
 
@@ -156,7 +165,7 @@ class DirectWriter:
                 continue
             view = self._bounce()
             take = min(BOUNCE - self._fill, len(data))
-            view[self._fill : self._fill + take] = data[:take]
+            _copy(view[self._fill : self._fill + take], data[:take])
             self._fill += take
             data = data[take:]
             if self._fill == BOUNCE:
