@@ -28,7 +28,7 @@ def _listed(name: str) -> bool:
     return not name.startswith(TEMP_PREFIX) and "\\" not in name
 
 
-def _entries(dir_fd: int) -> tuple[list[os.DirEntry[str]], list[str], list[str]]:
+def _read_dir(dir_fd: int) -> tuple[list[os.DirEntry[str]], list[str], list[str]]:
     """The listed regular-file entries, the names of the real subdirectories of ``dir_fd``
     (links are neither: ``d_type``/``lstat``), in directory order, and the temporary names."""
     files: list[os.DirEntry[str]] = []
@@ -68,8 +68,8 @@ class LocalListing:
         raise NotImplementedError
 
     def _entries(self, dir_fd: int, where: str) -> tuple[list[os.DirEntry[str]], list[str]]:
-        """``_entries`` of the directory ``where``, removing the leftovers met."""
-        files, dirs, temps = _entries(dir_fd)
+        """``_read_dir`` of the directory ``where``, removing the leftovers met."""
+        files, dirs, temps = _read_dir(dir_fd)
         if self._locked:
             others = [name for name in temps if leftover(name, TEMP_PREFIX)]
             if others and alone(self._root()):  # (asked after the names were read)
