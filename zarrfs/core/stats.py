@@ -18,15 +18,22 @@ class Stats:
     def add(self, array: str, name: str, n: int = 1) -> None:
         with self._lock:
             self._total[name] += n
-            self._per_array.setdefault(array, Counter())[name] += n
+            self._mine(array)[name] += n
 
     def add_counts(self, array: str, counts: dict[str, int]) -> None:
         """Several ``add``s under one lock acquisition (the hot read path)."""
         with self._lock:
-            mine = self._per_array.setdefault(array, Counter())
+            mine = self._mine(array)
             for name, n in counts.items():
                 self._total[name] += n
                 mine[name] += n
+
+    def _mine(self, array: str) -> Counter[str]:
+        """The counters of ``array`` (made on first use; ``_lock`` held)."""
+        mine = self._per_array.get(array)
+        if mine is None:
+            mine = self._per_array[array] = Counter()
+        return mine
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
