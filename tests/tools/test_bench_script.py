@@ -1,7 +1,8 @@
-"""The benchmark's bookkeeping (``scripts/bench.py``, ``scripts/bench_ceiling.py``): ratios
-against the best peer, rows measured on a busy machine flagged, the ceiling's decode pass
-decoding every unit from memory and its encode pass encoding every unit, the CPU capacity
-measured; the pyfuse3 write floor storing what ``dd`` wrote."""
+"""The benchmark's bookkeeping (``scripts/bench.py`` and its ``bench_*.py`` modules,
+``scripts/bench_ceiling.py``): ratios against the best peer, rows measured on a busy machine
+flagged, the ceiling's decode pass decoding every unit from memory and its encode pass
+encoding every unit, the CPU capacity measured; the pyfuse3 write floor storing what ``dd``
+wrote."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ sys.path.insert(0, str(SCRIPTS))
 
 import bench  # noqa: E402
 import bench_ceiling  # noqa: E402
+import bench_machine  # noqa: E402
 
 
 def test_ratio_is_against_the_best_peer_in_both_directions() -> None:
@@ -56,7 +58,7 @@ def test_a_row_measured_busy_is_flagged_with_its_load(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     readings = iter([0.9, 0.9, 0.05])
-    monkeypatch.setattr(bench, "cpu_busy", lambda window: next(readings))
+    monkeypatch.setattr(bench_machine, "cpu_busy", lambda window: next(readings))
     gate = bench.LoadGate(busy_limit=0.25, wait=0.0, window=0.0)  # no waiting: measure anyway
     b = _bench(gate, tmp_path)
     gate.settle()  # 0.9: busy
@@ -67,7 +69,7 @@ def test_a_row_measured_busy_is_flagged_with_its_load(
     gate.settle()  # 0.05
     b.add(mixed := bench.Row("read", "blosc", 1.0, 1.0))
     assert mixed.busy  # one of its two runs started busy
-    monkeypatch.setattr(bench, "cpu_busy", lambda window: 0.05)
+    monkeypatch.setattr(bench_machine, "cpu_busy", lambda window: 0.05)
     gate.settle()
     b.add(calm := bench.Row("read", "gzip", 1.0, 1.0))
     # a row carries only its own samples, not those of the rows before it
@@ -79,12 +81,12 @@ def test_each_row_gives_the_cpu_probe_range_before_its_runs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     real_probe = bench.cpu_probe
-    monkeypatch.setattr(bench, "cpu_busy", lambda window: 0.05)
+    monkeypatch.setattr(bench_machine, "cpu_busy", lambda window: 0.05)
     probes = iter([40.0, 61.0, 45.0])
-    monkeypatch.setattr(bench, "cpu_probe", lambda: next(probes))
+    monkeypatch.setattr(bench_machine, "cpu_probe", lambda: next(probes))
     real_memory = bench.memory_probe
     fresh = iter([900.0, 1500.0, 300.0])
-    monkeypatch.setattr(bench, "memory_probe", lambda: next(fresh))
+    monkeypatch.setattr(bench_machine, "memory_probe", lambda: next(fresh))
     gate = bench.LoadGate(busy_limit=0.25, wait=0.0, window=0.0)
     b = _bench(gate, tmp_path)
     gate.settle()
@@ -103,7 +105,7 @@ def test_each_row_gives_the_cpu_probe_range_before_its_runs(
 
 def test_the_gate_waits_for_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     readings = iter([0.8, 0.7, 0.1, 0.9])
-    monkeypatch.setattr(bench, "cpu_busy", lambda window: next(readings))
+    monkeypatch.setattr(bench_machine, "cpu_busy", lambda window: next(readings))
     sample = bench.LoadGate(busy_limit=0.25, wait=60.0, window=0.0).settle()
     assert sample.busy == pytest.approx(0.1)  # stopped at the first quiet reading
 
