@@ -50,8 +50,10 @@ freshly opened array):
 10. the ceiling of a cold read on this machine (``scripts/bench_ceiling.py``): zarrfs' own decode
    of every chunk from memory, serving from a full chunk cache, and both overlapped perfectly
    (the longer of the two, or their CPU seconds spread over every core); the cold ``cat`` of 1
-   is compared with it where it is below the best peer. For ``bytes`` the storage bounds it too:
-   the array's chunk files read cold by one ``cat``.
+   is compared with it where it is below the best peer. A ``bytes`` array's cold reads come
+   straight from its chunk files (direct reads, no decoded units), so its ceiling is of that
+   path instead: the chunk files read cold by one ``cat``, serving ``data.raw`` from them with
+   the chunk files in the page cache (a fresh mount), and both overlapped perfectly.
 Rows 1 also compare with the plain file ``src.raw`` read cold the same way (``cat``,
 ``numpy.fromfile``): the ``bytes`` target is 0.8× of it. One ``read()`` of the whole file into
 fresh memory (``numpy.fromfile``) is bound by the reader itself, so where the plain file read
