@@ -100,19 +100,19 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from bench_data import FULL, SMALL, VARIANTS, Config, _create_kwargs, ensure_data
+from bench_data import FULL, SMALL, VARIANTS, Config, create_kwargs, ensure_data
 from bench_machine import (
     REPO,
     LoadGate,
     MiB,
     Mount,
-    _cleanup_all,
-    _on_signal,
+    cleanup_all,
     cpu_busy,
     cpu_probe,
     drop_caches,
     log,
     memory_probe,
+    on_signal,
     rotated_rounds,
 )
 from bench_misc import MiscMixin
@@ -216,15 +216,15 @@ def main(argv: list[str] | None = None) -> int:
         ("sharded" if v == "sharding_indexed" else v) for v in args.variants.split(",") if v
     ]
     for v in variants:
-        _create_kwargs(v, SMALL)  # validates the name
+        create_kwargs(v, SMALL)  # validates the name
     skip = {s for s in args.skip.split(",") if s}
     cfg = SMALL if args.small else FULL
     if os.geteuid() != 0:
         log("WARNING: not root: the page cache cannot be dropped")
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGHUP, _on_signal)
-    atexit.register(_cleanup_all)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    atexit.register(cleanup_all)
     base = args.workdir / cfg.tag
     gate = LoadGate(args.busy_cpu, args.quiet_wait)
     bench = Bench(args, cfg, base, args.workdir / "mnt", gate=gate)
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             log("== listing")
             bench.listing()
     finally:
-        _cleanup_all()
+        cleanup_all()
     elapsed = time.monotonic() - started
     report = [
         f"## zarrfs benchmark ({cfg.tag}: {cfg.nbytes / MiB:.0f} MiB per variant)",

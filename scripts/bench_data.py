@@ -1,7 +1,7 @@
 """The bench's data and the peers' engines: what every measurement reads and writes, and how
 zarr-python and tensorstore open it.
 
-- ``Config`` (``FULL``, ``SMALL``), ``VARIANTS`` and ``_create_kwargs`` (each variant's chunks
+- ``Config`` (``FULL``, ``SMALL``), ``VARIANTS`` and ``create_kwargs`` (each variant's chunks
   and codecs);
 - ``ensure_data`` (``src.raw`` and one store per variant, each a root group holding the array
   ``ARRAY``) and ``ensure_listing`` (the hierarchy of small arrays the listing walks);
@@ -50,7 +50,7 @@ SMALL = Config("small", (32, 512, 512))
 VARIANTS = ("bytes", "blosc", "gzip", "sharded")
 
 
-def _create_kwargs(variant: str, cfg: Config) -> dict[str, Any]:
+def create_kwargs(variant: str, cfg: Config) -> dict[str, Any]:
     from zarr.codecs import BloscCodec, GzipCodec
 
     if variant == "bytes":
@@ -118,7 +118,7 @@ def ensure_data(cfg: Config, base: Path, variants: list[str]) -> dict[str, Path]
         marker.unlink(missing_ok=True)
         root = zarr.open_group(str(store), mode="w", zarr_format=3)
         arr = root.create_array(
-            ARRAY, shape=cfg.shape, dtype="float32", fill_value=0.0, **_create_kwargs(v, cfg)
+            ARRAY, shape=cfg.shape, dtype="float32", fill_value=0.0, **create_kwargs(v, cfg)
         )
         arr[...] = data
         marker.write_text(stamp)
@@ -173,15 +173,15 @@ def ts_open(store: Path, cache_bytes: int = 0) -> Any:
     return ts.open(spec, context=ctx, open=True).result()
 
 
-def _read_all_zarr(arr: Any) -> Any:
+def read_all_zarr(arr: Any) -> Any:
     return arr[...]
 
 
-def _read_all_ts(arr: Any) -> Any:
+def read_all_ts(arr: Any) -> Any:
     return arr.read().result()
 
 
-def _write_ts(arr: Any, x: np.ndarray) -> None:
+def write_ts(arr: Any, x: np.ndarray) -> None:
     arr.write(x).result()
 
 
@@ -193,7 +193,7 @@ def ts_bytes_read() -> int:
     return 0
 
 
-class _ByteCounter:
+class ByteCounter:
     total = 0
 
 
@@ -206,12 +206,12 @@ def zarr_counting_array(store: Path) -> Any:
         async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
             buf = await self._store.get(key, prototype, byte_range)
             if buf is not None:
-                _ByteCounter.total += len(buf)
+                ByteCounter.total += len(buf)
             return buf
 
         async def get_partial_values(self, prototype: Any, key_ranges: Any) -> Any:
             bufs = await self._store.get_partial_values(prototype, key_ranges)
-            _ByteCounter.total += sum(len(b) for b in bufs if b is not None)
+            ByteCounter.total += sum(len(b) for b in bufs if b is not None)
             return bufs
 
     return zarr.open_array(store=Counting(LocalStore(str(store), read_only=True)), path=ARRAY)

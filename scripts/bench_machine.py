@@ -4,7 +4,7 @@ machine before each measurement.
 - small helpers: ``log``, ``drop_caches``, ``timed``, ``timed_then_sync``, ``sh``,
   ``read_status``, ``rotated_rounds``, ``pct``, ``cat_file``;
 - mounts: ``Mount`` (one zarrfs mount; its daemon found by ``find_daemon_pid``), ``mounted``,
-  and ``_cleanup_all`` / ``_on_signal``, which ``bench.main`` registers at exit and for
+  and ``cleanup_all`` / ``on_signal``, which ``bench.main`` registers at exit and for
   SIGTERM / SIGHUP;
 - the daemon's memory: ``PeakRss``;
 - the machine's load: ``cpu_busy``, ``cpu_probe``, ``memory_probe``, ``LoadSample``,
@@ -12,7 +12,7 @@ machine before each measurement.
 - tracers: ``traced`` (py-spy, strace).
 
 Invariants: a ``Mount`` is in ``_ACTIVE`` from its mount until it is unmounted, and
-``_cleanup_all`` unmounts whatever is still there, so no mount outlives the bench (``zarrfs
+``cleanup_all`` unmounts whatever is still there, so no mount outlives the bench (``zarrfs
 umount``, then ``fusermount3 -u -z``, then the daemon's own pid is signalled); only processes
 the bench started are ever signalled (its mounts' daemons, its tracers). ``LoadGate.settle``
 looks ``cpu_busy``, ``cpu_probe`` and ``memory_probe`` up in this module at every call, so
@@ -112,7 +112,7 @@ def pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
 
-def _cat_files(paths: list[Path]) -> None:
+def cat_files(paths: list[Path]) -> None:
     subprocess.run(["cat", *map(str, paths)], stdout=subprocess.DEVNULL, check=True)
 
 
@@ -222,7 +222,7 @@ class Mount:
         _ACTIVE.pop(str(self.mnt), None)
 
 
-def _cleanup_all() -> None:
+def cleanup_all() -> None:
     for m in list(_ACTIVE.values()):
         try:
             m.unmount()
@@ -230,7 +230,7 @@ def _cleanup_all() -> None:
             log(f"cleanup of {m.mnt} failed: {exc}")
 
 
-def _on_signal(signum: int, frame: object) -> None:
+def on_signal(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 

@@ -24,14 +24,14 @@ import numpy as np
 from bench_base import BenchBase
 from bench_data import (
     ARRAY,
-    _ByteCounter,
+    ByteCounter,
     ensure_listing,
     ts_bytes_read,
     ts_open,
     zarr_counting_array,
 )
 from bench_machine import cat_file, drop_caches, log, sh, timed, traced
-from bench_report import Row, _sum_pread
+from bench_report import Row, sum_pread
 
 
 class MiscMixin(BenchBase):
@@ -60,7 +60,7 @@ class MiscMixin(BenchBase):
                 time.sleep(0.5)  # let any read-ahead the daemon started finish
             after = m.stats()["arrays"].get(ARRAY, {})
             if tracer and trace_file.exists():
-                strace_bytes = _sum_pread(trace_file)
+                strace_bytes = sum_pread(trace_file)
         fetched = after.get("bytes_fetched", 0) - before.get("bytes_fetched", 0)
         served = after.get("bytes_served", 0) - before.get("bytes_served", 0)
         expected_req, shards_req, inner_req = self._expected_fetch(store, off, max(served, 4096))
@@ -69,9 +69,9 @@ class MiscMixin(BenchBase):
         sel = (z, slice(y, y + rows), slice(0, min(1024, cfg.shape[2])))
         self.cold()
         a = zarr_counting_array(store)
-        _ByteCounter.total = 0
+        ByteCounter.total = 0
         a[sel]
-        zp_bytes = _ByteCounter.total
+        zp_bytes = ByteCounter.total
         self.cold()
         t = ts_open(store)
         b0 = ts_bytes_read()

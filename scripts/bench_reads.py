@@ -27,13 +27,13 @@ import numpy as np
 import tifffile
 from bench_base import BenchBase
 from bench_ceiling import decode_all, fill_backwards, memory_copy, parallel_capacity
-from bench_data import ARRAY, _read_all_ts, _read_all_zarr, ts_open, zarr_open
+from bench_data import ARRAY, read_all_ts, read_all_zarr, ts_open, zarr_open
 from bench_machine import (
     MiB,
     Mount,
     PeakRss,
-    _cat_files,
     cat_file,
+    cat_files,
     log,
     pct,
     rotated_rounds,
@@ -102,14 +102,14 @@ class ReadsMixin(BenchBase):
         def zarr_python() -> None:
             self.cold()
             a = zarr_open(store)
-            t["zp"].append(timed(partial(_read_all_zarr, a))[0])
-            t["zp2"].append(timed(partial(_read_all_zarr, a))[0])
+            t["zp"].append(timed(partial(read_all_zarr, a))[0])
+            t["zp2"].append(timed(partial(read_all_zarr, a))[0])
 
         def tensorstore() -> None:
             self.cold()
             ts_arr = ts_open(store)
-            t["ts"].append(timed(partial(_read_all_ts, ts_arr))[0])
-            t["ts2"].append(timed(partial(_read_all_ts, ts_arr))[0])
+            t["ts"].append(timed(partial(read_all_ts, ts_arr))[0])
+            t["ts2"].append(timed(partial(read_all_ts, ts_arr))[0])
 
         # each round starts with another reader: the first measurement after a cache drop can
         # meet slower memory (this VM hands freed memory back to its host, which backs it
@@ -378,7 +378,7 @@ class ReadsMixin(BenchBase):
         for _ in range(reps):
             self.cold()
             kids0 = children_cpu()
-            t_files.append(timed(partial(_cat_files, chunk_files))[0])
+            t_files.append(timed(partial(cat_files, chunk_files))[0])
             cpu_files.append(children_cpu() - kids0)
             self.gate.settle()  # the chunk files stay in the page cache
             with self.mount(store) as m:

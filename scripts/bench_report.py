@@ -5,7 +5,7 @@ header lines.
 - the ceiling rule: ``CEILING_SHARE``, ``CEILING_TARGET``, ``within_ceiling``,
   ``fromfile_target``;
 - the header: ``probe_summary``, ``environment``; the profiles: ``summarize_profile``
-  (``IDLE_LEAVES``); strace logs: ``_sum_pread``.
+  (``IDLE_LEAVES``); strace logs: ``sum_pread``.
 
 Invariants: bookkeeping only: nothing here mounts, drops caches or times anything
 (``environment`` only asks git and the system); a ratio is always zarrfs over the best peer,
@@ -95,7 +95,7 @@ def mibps(nbytes: int, seconds: float) -> float:
     return nbytes / MiB / seconds
 
 
-def _sum_pread(trace_file: Path) -> int:
+def sum_pread(trace_file: Path) -> int:
     """Bytes returned by every pread64 in an strace log (whole or ``<... resumed>`` lines)."""
     total = 0
     for line in trace_file.read_text().splitlines():

@@ -23,7 +23,7 @@ from statistics import median
 import numpy as np
 from bench_base import BenchBase
 from bench_ceiling import encode_all, memory_copy
-from bench_data import ARRAY, _write_ts, ts_open, zarr_open
+from bench_data import ARRAY, ts_open, write_ts, zarr_open
 from bench_machine import MiB, PeakRss, cat_file, rotated_rounds, sh, timed_then_sync
 from bench_report import CEILING_TARGET, Row, mibps, within_ceiling
 from floorfs import proc_cpu
@@ -60,7 +60,7 @@ class WritesMixin(BenchBase):
         def tensorstore() -> None:
             self.cold()
             ts_arr = ts_open(store)
-            t["ts"].append(timed_then_sync(partial(_write_ts, ts_arr, x)))
+            t["ts"].append(timed_then_sync(partial(write_ts, ts_arr, x)))
 
         rotated_rounds([zarrfs_dd, zarr_python, tensorstore], reps)
         peak, identical = state["peak"], state["identical"]
