@@ -21,7 +21,10 @@ sys.path.insert(0, str(SCRIPTS))
 
 import bench  # noqa: E402
 import bench_ceiling  # noqa: E402
+import bench_data  # noqa: E402
 import bench_machine  # noqa: E402
+import bench_reads  # noqa: E402
+import bench_report  # noqa: E402
 
 
 def test_ratio_is_against_the_best_peer_in_both_directions() -> None:
@@ -202,3 +205,54 @@ def test_the_backwards_fill_leaves_every_unit_cached_for_the_serving_pass(
     before = misses(m)
     assert cold_cat(m) == data.tobytes()
     assert misses(m) == before
+
+
+def _in_page_cache(path: Path) -> bool:
+    """Every byte of ``path`` is in the page cache (a read that must not wait gets them all)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        return os.preadv(fd, [bytearray(size)], 0, os.RWF_NOWAIT) == size
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_the_bytes_ceiling_serves_the_chunk_files_from_the_page_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A ``bytes`` array's cold reads come straight from its chunk files, so the ceiling's
+    serving pass must take that path: every chunk file in the page cache when ``data.raw`` is
+    read, a fresh mount, and no unit decoded. The ceiling is the longer of the storage and
+    serving passes (or their CPU spread over the cores)."""
+    import argparse
+
+    cfg = bench_data.Config("t", (8, 512, 512), chunks=(4, 256, 256))  # 8 chunks of 1 MiB
+    store = bench_data.ensure_data(cfg, tmp_path, ["bytes"])["bytes"]
+    chunk_files = [p for p in (store / "x").rglob("*") if p.is_file() and p.name != "zarr.json"]
+    assert len(chunk_files) == 8
+    args = argparse.Namespace(repeat=1, python=sys.executable, cache_size="64M", mount_options="")
+    gate = bench.LoadGate(busy_limit=1.0, wait=0.0, window=0.0)
+    b = bench.Bench(args, cfg, tmp_path, tmp_path / "mnt", gate=gate)
+    b.raw_cold_mibps = 1000.0
+    seen: dict[str, Any] = {}
+    real_cat_file = bench_reads.cat_file
+
+    def cat_file(path: Path) -> float:
+        seen["cached"] = [_in_page_cache(p) for p in chunk_files]
+        seconds = real_cat_file(path)
+        stats = json.loads((tmp_path / "mnt" / ".zarrfs" / "stats.json").read_text())
+        seen["served"] = stats["arrays"]["x"]
+        seen["seconds"] = seconds
+        return seconds
+
+    monkeypatch.setattr(bench_reads, "cat_file", cat_file)
+    notes: list[str] = []
+    ceiling = b._bytes_ceiling(store, notes)
+    assert all(seen["cached"])
+    assert seen["served"]["bytes_served"] == cfg.nbytes
+    assert seen["served"].get("chunks_decoded", 0) == 0  # direct reads: no unit decoded
+    assert 0 < ceiling <= bench_report.mibps(cfg.nbytes, seen["seconds"]) + 1e-6
+    assert f"{bench_report.mibps(cfg.nbytes, seen['seconds']):.0f} MiB/s" in notes[0]
+    assert "chunk files read cold" in notes[0]
