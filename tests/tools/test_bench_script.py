@@ -208,15 +208,21 @@ def test_the_backwards_fill_leaves_every_unit_cached_for_the_serving_pass(
 
 
 def _in_page_cache(path: Path) -> bool:
-    """Every byte of ``path`` is in the page cache (a read that must not wait gets them all)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        return os.preadv(fd, [bytearray(size)], 0, os.RWF_NOWAIT) == size
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
+    """Every page of ``path`` is in the page cache (``mincore``; a read with ``RWF_NOWAIT``
+    may answer EAGAIN for cached pages another process holds for a moment)."""
+    import ctypes
+    import mmap
+
+    size = path.stat().st_size
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as m:
+        pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        vec = (ctypes.c_ubyte * pages)()
+        view = np.frombuffer(m, dtype=np.uint8)
+        libc = ctypes.CDLL(None, use_errno=True)
+        rc = libc.mincore(ctypes.c_void_p(view.ctypes.data), ctypes.c_size_t(size), vec)
+        del view
+        assert rc == 0, os.strerror(ctypes.get_errno())
+        return all(v & 1 for v in vec)
 
 
 def test_the_bytes_ceiling_serves_the_chunk_files_from_the_page_cache(
