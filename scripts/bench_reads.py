@@ -299,14 +299,36 @@ class ReadsMixin(BenchBase):
 
     # -- 10: what a cold sequential read can reach here (decode alone, serving alone, both)
     def ceiling(self, v: str, store: Path) -> None:
+        notes: list[str] = []
+        if v == "bytes":  # read straight from its chunk files: no decoded units to time
+            ceiling, clean = self._bytes_ceiling(store, notes), True
+        else:
+            ceiling, clean = self._decoded_ceiling(store, notes)
+        seq = self.seq_rates.get(v, {})
+        r = Row("10. cold read ceiling on this machine (MiB/s)", v, seq.get("cat"),
+                seq.get("zp"), seq.get("ts"), CEILING_TARGET)  # fmt: skip
+        notes.insert(0, f"ceiling {ceiling:.0f} MiB/s")
+        if r.zarrfs is not None:
+            to_ceiling = r.zarrfs / ceiling
+            notes.insert(1, f"zarrfs cold cat (row 1) = {to_ceiling:.2f}× the ceiling")
+            r.met = (r.ratio or 0) >= 1.0 or (
+                clean and within_ceiling(r.zarrfs, r.best_peer, ceiling)
+            )
+        if self.args.repeat > 1:
+            notes.append(f"median of {self.args.repeat}")
+        r.notes = "; ".join(notes)
+        self.add(r)
+
+    def _decoded_ceiling(self, store: Path, notes: list[str]) -> tuple[float, bool]:
+        """The ceiling of a cold read of an array served from decoded units (MiB/s), its parts
+        added to ``notes``, and whether it may be used (its serving pass loaded no unit)."""
         n, reps = self.cfg.nbytes, self.args.repeat
         mem = memory_copy(store)
         t: dict[str, list[float]] = {"decode": [], "serve": []}
         cpu: dict[str, list[float]] = {"decode": [], "serve": []}
         clean = True
         path = ARRAY + "/data.raw"
-        # a chunk cache that holds every decoded unit, read into it even where reads would
-        # come from the chunk files (``bytes``), and the mount's other options
+        # a chunk cache that holds every decoded unit, and the mount's other options
         opts = f"cache_size={max(2 * n, 1 << 30) // MiB}M,nodirect_reads" + (
             f",{self.args.mount_options}" if self.args.mount_options else ""
         )
@@ -331,8 +353,7 @@ class ReadsMixin(BenchBase):
         # both overlapped perfectly on these cores: neither alone can be beaten, nor the CPU
         # seconds of both spread over every core
         both = max(dec, srv, (dec_cpu + srv_cpu) / cores)
-        ceiling = mibps(n, both)
-        notes = [
+        notes += [
             f"decode alone {mibps(n, dec):.0f} MiB/s ({dec_cpu:.2f} s CPU; zarrfs' engine, "
             f"{cores} threads, store in memory)",
             f"serving alone {mibps(n, srv):.0f} MiB/s ({srv_cpu:.2f} s CPU, daemon + cat; every "
@@ -346,22 +367,7 @@ class ReadsMixin(BenchBase):
                 f"once (header); CPU of both / {self.capacity[0]:.2f} = "
                 f"{(dec_cpu + srv_cpu) / self.capacity[0]:.2f} s"
             )
-        if v == "bytes":
-            ceiling = self._bytes_ceiling(store, notes)
-        seq = self.seq_rates.get(v, {})
-        r = Row("10. cold read ceiling on this machine (MiB/s)", v, seq.get("cat"),
-                seq.get("zp"), seq.get("ts"), CEILING_TARGET)  # fmt: skip
-        notes.insert(0, f"ceiling {ceiling:.0f} MiB/s")
-        if r.zarrfs is not None:
-            to_ceiling = r.zarrfs / ceiling
-            notes.insert(1, f"zarrfs cold cat (row 1) = {to_ceiling:.2f}× the ceiling")
-            r.met = (r.ratio or 0) >= 1.0 or (
-                clean and within_ceiling(r.zarrfs, r.best_peer, ceiling)
-            )
-        if reps > 1:
-            notes.append(f"median of {reps}")
-        r.notes = "; ".join(notes)
-        self.add(r)
+        return mibps(n, both), clean
 
     def _bytes_ceiling(self, store: Path, notes: list[str]) -> float:
         """The ceiling of a cold read of a ``bytes`` array (MiB/s), its parts added to
@@ -392,7 +398,6 @@ class ReadsMixin(BenchBase):
         cpu_both = median(cpu_files) + median(cpu_serve)
         both = max(read_t, serve_t, cpu_both / cores)
         notes.append(
-            f"for `bytes` (direct reads from the chunk files) the ceiling is of these instead: "
             f"storage: its {len(chunk_files)} chunk files read cold with one `cat` "
             f"{mibps(stored, read_t):.0f} MiB/s (one plain file of the same bytes: "
             f"{self.raw_cold_mibps:.0f}); serving them from the page cache (fresh mount, the "
