@@ -13,13 +13,16 @@ and together, on the same machine and in the same run as the read itself:
   sequential reader has passed (``core/readpath.py``), so the timed ``cat`` would decode
   them all again;
 - *both* (computed by the bench from the two): overlapped perfectly, a cold read takes at least
-  the longer of the two, and at least their CPU seconds spread over every core. That is the
-  ceiling: with the store's bytes already in memory, a cold read cannot be faster on these
-  CPUs. (Running the two passes at once measures something else: two processes' allocations
-  and page faults competing, slower than the daemon's own pipeline.)
+  the longer of the two, and at least their CPU seconds spread over every core: with the
+  store's bytes already in memory, a cold read cannot be faster on these CPUs. (Running the
+  two passes at once measures something else: two processes' allocations and page faults
+  competing, slower than the daemon's own pipeline.)
 
-The disk is measured apart by the bench (a plain file read cold): for ``bytes`` the ceiling is
-also bounded by it.
+The bench adds a third part, *storage*: the array's chunk files read cold by one ``cat``
+(``bench_reads``), which a cold read through the mount must also do; the ceiling is then the
+longest of the three, or the CPU seconds of all three spread over every core. For ``bytes``,
+whose cold reads come straight from the chunk files, the bench times serving on that path
+instead of from decoded units.
 
 The same for a full overwrite (``dd`` of the whole ``data.raw``): *encode alone* (``encode_all``:
 every unit encoded and stored in memory by zarrfs' engine) and *the transport alone* (the

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -261,4 +262,44 @@ def test_the_bytes_ceiling_serves_the_chunk_files_from_the_page_cache(
     assert seen["served"].get("chunks_decoded", 0) == 0  # direct reads: no unit decoded
     assert 0 < ceiling <= bench_report.mibps(cfg.nbytes, seen["seconds"]) + 1e-6
     assert f"{bench_report.mibps(cfg.nbytes, seen['seconds']):.0f} MiB/s" in notes[0]
-    assert "chunk files read cold" in notes[0]
+    assert "8 chunk files (8 MiB) read cold" in notes[0]
+
+
+def test_the_decoded_ceiling_reads_every_chunk_file_cold(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A cold read of a compressed array must read its chunk files from the disk, so its
+    ceiling has a storage part beside decoding and serving: every chunk file (no metadata)
+    read with the page cache dropped first, and a ceiling no faster than that reading."""
+    import argparse
+
+    cfg = bench_data.Config("t", (8, 512, 512), chunks=(4, 256, 256))  # 8 chunks of 1 MiB
+    store = bench_data.ensure_data(cfg, tmp_path, ["blosc"])["blosc"]
+    chunk_files = {p for p in (store / "x").rglob("*") if p.is_file() and p.name != "zarr.json"}
+    assert len(chunk_files) == 8
+    args = argparse.Namespace(repeat=1, python=sys.executable, cache_size="64M", mount_options="")
+    gate = bench.LoadGate(busy_limit=1.0, wait=0.0, window=0.0)
+    b = bench.Bench(args, cfg, tmp_path, tmp_path / "mnt", gate=gate)
+    b.raw_cold_mibps = 1000.0
+    events: list[str] = []
+    real_cold = b.cold
+
+    def cold() -> None:
+        events.append("cold")
+        real_cold()
+
+    monkeypatch.setattr(b, "cold", cold)
+    slow = 0.5  # a storage pass slower than decoding and serving these 8 MiB
+
+    def cat_files(paths: list[Path]) -> None:
+        events.append("cat")
+        assert set(paths) == chunk_files
+        time.sleep(slow)
+
+    monkeypatch.setattr(bench_reads, "cat_files", cat_files)
+    notes: list[str] = []
+    ceiling, clean = b._decoded_ceiling(store, notes)
+    assert clean
+    assert events[:2] == ["cold", "cat"]
+    assert 0 < ceiling <= bench_report.mibps(cfg.nbytes, slow)
+    assert any("8 chunk files" in n and "read cold" in n for n in notes)
