@@ -71,6 +71,7 @@ class ReadsMixin(BenchBase):
         src = np.fromfile(self.base / "src.raw", dtype="<f4")
         t: dict[str, list[float]] = {k: [] for k in ("cat", "warm", "np", "zp", "zp2", "ts", "ts2")}
         warm_served: list[float] = []
+        decoded: list[int] = []  # chunks (inner chunks) the daemon decoded for each cold cat
         cpu: dict[str, list[float]] = {"daemon": [], "cat": []}
         state = {"peak": 0, "identical": True}
 
@@ -83,7 +84,9 @@ class ReadsMixin(BenchBase):
                 t["cat"].append(cat_file(m.mnt / ARRAY / "data.raw"))
                 cpu["daemon"].append(proc_cpu(m.pid) - cpu0)
                 cpu["cat"].append(children_cpu() - kids0)
-                before = m.stats()["arrays"].get(ARRAY, {}).get("bytes_served", 0)
+                counts = m.stats()["arrays"].get(ARRAY, {})
+                decoded.append(counts.get("chunks_decoded", 0))
+                before = counts.get("bytes_served", 0)
                 t["warm"].append(cat_file(m.mnt / ARRAY / "data.raw"))
                 after = m.stats()["arrays"].get(ARRAY, {}).get("bytes_served", 0)
                 warm_served.append((after - before) / MiB)
@@ -121,7 +124,9 @@ class ReadsMixin(BenchBase):
         busy = (median(cpu["daemon"]) + median(cpu["cat"])) / wall
         cpu_note = (
             f"CPU during cat: daemon {median(cpu['daemon']):.2f} s + cat "
-            f"{median(cpu['cat']):.2f} s in {wall:.2f} s ({busy:.1f} of {os.cpu_count()} cores)"
+            f"{median(cpu['cat']):.2f} s in {wall:.2f} s ({busy:.1f} of {os.cpu_count()} cores); "
+            f"chunks decoded per cat {', '.join(map(str, decoded))} (a chunk decoded twice was "
+            "evicted before it was served)"
         )
         rep_note = f"median of {reps}" if reps > 1 else ""
         self.seq_rates[v] = {k: rate[k] for k in ("cat", "np", "zp", "ts")}
