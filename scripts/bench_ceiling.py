@@ -20,7 +20,9 @@ and together, on the same machine and in the same run as the read itself:
 
 The bench adds a third part, *storage*: the array's chunk files read cold by one ``cat``
 (``bench_reads``), which a cold read through the mount must also do; the ceiling is then the
-longest of the three, or the CPU seconds of all three spread over every core. For ``bytes``,
+longest of the three, or the CPU seconds of all three spread over every core, each part the
+fastest of the bench's ``--repeat`` runs (a ceiling is an upper bound: a pass the machine
+slowed must not lower it). For ``bytes``,
 whose cold reads come straight from the chunk files, the bench times serving on that path
 instead of from decoded units.
 
