@@ -22,9 +22,8 @@ The bench adds a third part, *storage*: the array's chunk files read cold by one
 (``bench_reads``), which a cold read through the mount must also do; the ceiling is then the
 longest of the three, or the CPU seconds of all three spread over every core, each part the
 fastest of the bench's ``--repeat`` runs (a ceiling is an upper bound: a pass the machine
-slowed must not lower it). For ``bytes``,
-whose cold reads come straight from the chunk files, the bench times serving on that path
-instead of from decoded units.
+slowed must not lower it). For ``bytes``, whose cold reads come straight from the chunk
+files, the bench times serving on that path instead of from decoded units.
 
 The same for a full overwrite (``dd`` of the whole ``data.raw``): *encode alone* (``encode_all``:
 every unit encoded and stored in memory by zarrfs' engine) and *the transport alone* (the

@@ -149,7 +149,6 @@ class WritesMixin(BenchBase):
                 if kind == "memory":
                     cpu.append(json.loads(out)["cpu_s"])
         self._write_floor = {k: median(v) for k, v in runs.items()}
-        self._write_floor["memory_cpu"] = median(cpu)
         # for the overwrite ceilings, an upper bound: the fastest run and the least CPU
         self._write_floor["memory_best"] = max(runs["memory"])
         self._write_floor["memory_cpu_best"] = min(cpu)
