@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -70,12 +71,53 @@ def test_idle_blocks_stay_within_the_limit():
     arrays = [pool.take(MIN_BLOCK) for _ in range(5)]
     del arrays
     assert pool.idle_bytes == 3 * MIN_BLOCK
+    pool.limit = MIN_BLOCK
+    kept = pool.take(MIN_BLOCK)  # one of the idle ones, and the rest down to the limit
+    assert pool.reused == 1 and pool.idle_bytes == MIN_BLOCK
     pool.limit = 0
-    kept = pool.take(MIN_BLOCK)  # one of the idle ones
     del kept
-    assert pool.idle_bytes == 2 * MIN_BLOCK  # not kept again over the limit
-    pool.trim()
+    assert pool.idle_bytes == MIN_BLOCK  # not kept again over the limit
+    pool.fit()  # and the one idle is freed by the next fit (or take)
     assert pool.idle_bytes == 0
+
+
+def test_idle_blocks_take_what_the_owner_spares_beside_the_limit_and_give_it_back():
+    pool = BlockPool(limit=MIN_BLOCK)
+    spare = [3 * MIN_BLOCK]
+
+    class Owner:
+        def spare(self):
+            return spare[0]
+
+    owner = Owner()
+    pool.spare = weakref.WeakMethod(owner.spare)
+    arrays = [pool.take(MIN_BLOCK) for _ in range(6)]
+    del arrays
+    assert pool.idle_bytes == 4 * MIN_BLOCK  # the limit and the spare
+    spare[0] = MIN_BLOCK  # the owner's budget shrank
+    kept = pool.take(MIN_BLOCK)  # one idle block, and the idle ones brought within
+    assert pool.reused == 1 and pool.idle_bytes == 2 * MIN_BLOCK
+    spare[0] = 0
+    pool.fit()
+    assert pool.idle_bytes == MIN_BLOCK  # the limit alone
+    del kept, owner  # an owner gone spares nothing
+    assert pool.idle_bytes == MIN_BLOCK
+    assert pool.created == 6
+
+
+def test_an_engine_keeps_idle_blocks_within_what_its_cache_and_work_leave():
+    engine = Engine(cache_size=16 << 20, threads=1)
+    try:
+        assert engine.pool_bytes == 2 << 20
+        arrays = [buffers.take(1 << 20) for _ in range(8)]
+        del arrays
+        assert buffers.pool.idle_bytes == 8 << 20  # the empty chunk cache spares them
+        with engine.working(12 << 20):  # a reservation shrinks the cache: idle blocks go
+            assert buffers.pool.idle_bytes <= (16 << 20) - (12 << 20)
+            assert buffers.pool.idle_bytes == 4 << 20
+    finally:
+        engine.close()
+        buffers.pool.trim()
 
 
 def test_blocks_of_a_size_in_use_displace_the_longest_idle_ones():

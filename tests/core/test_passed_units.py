@@ -1,7 +1,7 @@
-"""A sequential reader's units (``readpath._maybe_prefetch``): loaded a window and a layer of
-units ahead, never the whole cache's worth, and dropped from the cache once the reader has
-passed them, so their memory takes the next ones; dirty units and a reader that turns back
-keep what they need."""
+"""A sequential reader's units (``readpath._maybe_prefetch``): loaded a layer of units (or a
+window, where layers are thinner) ahead, never the whole cache's worth, and dropped from the
+cache once the reader has passed them, so their memory takes the next ones; dirty units and a
+reader that turns back keep what they need."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import zarr
 from zarr.codecs import ZstdCodec
 
+from zarrfs.core import buffers
 from zarrfs.core.array import Engine
 from zarrfs.core.hierarchy import open_array
 from zarrfs.core.stores.local import LocalStore
@@ -147,5 +148,43 @@ def test_a_scalar_array_of_loaded_units_reads_with_prefetching_on(tmp_path):
         want = np.int64(7).tobytes()
         assert arr.read(0, 3) == want[:3]  # a part: the reader goes on, prefetching plans
         assert arr.read(3, 5) == want[3:]
+    finally:
+        engine.close()
+
+
+def test_the_layer_after_next_takes_the_blocks_of_the_layer_the_reader_left(tmp_path):
+    # layers thicker than the window: 8 layers of 2 units of 1 MiB (pool-sized blocks); the
+    # loads reach one layer ahead, so the layer after next is loaded only once the layer the
+    # reader left is released, and its units are decoded into that layer's blocks, kept idle
+    # in the part of the chunk cache nothing uses (the pool's own share is a single block)
+    shape, chunks = (64, 256, 256), (8, 128, 256)
+    z = zarr.create_array(
+        str(tmp_path / "t"), shape=shape, chunks=chunks, dtype="<f4",
+        compressors=[ZstdCodec(level=1)],
+    )  # fmt: skip
+    data = np.arange(np.prod(shape), dtype="<f4").reshape(shape)
+    z[...] = data
+    engine = Engine(cache_size=8 << 20, threads=2, prefetch_bytes=1 << 20)
+    assert engine.pool_bytes == 1 << 20
+    arr = open_array(LocalStore(tmp_path / "t"), "", engine)
+    layer = 2 << 20
+    try:
+        # three quarters into layer 2 (a reader slower than the loads): layer 3 is loaded
+        # ahead, layer 4 not yet
+        for o in range(0, 2 * layer + 3 * layer // 4, STEP):
+            arr.read(o, STEP)
+            _settle(arr, engine)
+        _settle(arr, engine)
+        assert max(_held(arr, engine)) == 3
+        engine.chunk_cache.clear()
+        buffers.pool.trim()
+        arr._last_end = arr._prefetch_end = arr._release_from = 0
+        created = buffers.pool.created
+        got = b"".join(arr.read(o, STEP) for o in range(0, arr.nbytes, STEP))
+        assert got == data.tobytes()
+        fresh = buffers.pool.created - created
+        # two layers of decoded units (4 blocks) and the encoded chunks being read (one per
+        # thread, alike in size) at most; without the reuse, all 16 units take fresh blocks
+        assert fresh <= 4 + 2 + 1, fresh
     finally:
         engine.close()

@@ -20,15 +20,24 @@ array; nobody gives blocks back by hand, so nothing in use is ever handed out tw
 Invariants:
 - a block is handed out at most once at a time: it is idle only after the array over it
   (and so every view, memoryview and slice of it) was freed;
-- idle blocks take at most ``limit`` bytes: a block that would pass it frees the blocks idle
-  longest, of any size, until it fits (blocks of a size nobody takes any more give way to the
-  sizes in use), and a block larger than ``limit`` is freed; one idle longer than
+- idle blocks take at most their bound: ``limit`` bytes, plus what the owner's ``spare()``
+  gives (the part of its memory budget nothing uses now: the engine's chunk cache leaves its
+  unused capacity, so a sequential reader's released units wait there for the loads that
+  take their blocks next), read at each ``take`` and ``fit``. A block that would pass the
+  bound frees the blocks idle longest, of any size, until it fits (blocks of a size nobody
+  takes any more give way to the sizes in use), and a block larger than the bound is freed;
+  ``take`` brings the idle blocks within the bound before it maps a new block, and the
+  engine calls ``fit`` whenever its budget shrinks (a reservation, more dirty bytes), so
+  idle blocks and what the budget holds stay within it together (units cached from memory
+  not taken here, a codec's own output, can pass it until the next ``take`` or ``fit``);
+  one idle longer than
   ``IDLE_SECONDS`` is freed at the next ``take``; ``trim`` frees them all;
 - requests below ``MIN_BLOCK`` bytes are plain ``numpy.empty`` arrays (glibc reuses those);
-- ``_lock`` is a leaf, and the finalizer of a freed array takes no lock (it appends its block
-  to ``_returned``, which the next ``take`` moves to the idle blocks): the cyclic garbage
-  collector can free an array during any allocation, one made under ``_lock`` included, and
-  a finalizer waiting for ``_lock`` there would wait for good.
+- ``_lock`` is a leaf (``spare()`` is called before it is taken), and the finalizer of a
+  freed array takes no lock (it appends its block to ``_returned``, which the next ``take``
+  moves to the idle blocks): the cyclic garbage collector can free an array during any
+  allocation, one made under ``_lock`` included, and a finalizer waiting for ``_lock``
+  there would wait for good.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import threading
 import time
 import weakref
 from collections import defaultdict, deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -69,12 +79,21 @@ class BlockPool:
         #: blocks handed out again (counters for stats and tests)
         self.reused = 0
         self.created = 0
+        #: bytes beyond ``limit`` that idle blocks may take now (None: none); a weak method
+        #: of the owner's, so the pool keeps no engine alive
+        self.spare: Callable[[], Callable[[], int] | None] | None = None
+
+    def _bound(self) -> int:
+        """``limit`` plus what ``spare()`` allows now (called without ``_lock``)."""
+        get = self.spare() if self.spare is not None else None
+        return self.limit + max(0, get()) if get is not None else self.limit
 
     @property
     def idle_bytes(self) -> int:
         dropped: list[_Block] = []
+        bound = self._bound()
         with self._lock:
-            self._settle(dropped)
+            self._settle(dropped, bound)
             return self._idle_bytes
 
     def take(self, nbytes: int, capacity: int = 0) -> np.ndarray[Any, Any]:
@@ -86,8 +105,9 @@ class BlockPool:
         size = -(-max(nbytes, capacity) // mmap.PAGESIZE) * mmap.PAGESIZE
         now = time.monotonic()
         expired: list[_Block] = []
+        bound = self._bound()
         with self._lock:
-            self._settle(expired)
+            self._settle(expired, bound)
             block = None
             kept = self._idle.get(size)
             if kept:
@@ -95,6 +115,7 @@ class BlockPool:
                 self._idle_bytes -= size
                 self.reused += 1
             self._expire(now, expired)
+            self._fit(bound, expired)  # before a new block is mapped: within the bound
         del expired  # freed outside the lock
         if block is None:
             block = _Block(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -105,11 +126,21 @@ class BlockPool:
         finalizer.atexit = False
         return arr
 
+    def fit(self) -> None:
+        """Free the idle blocks longest idle until they are within the bound read now."""
+        dropped: list[_Block] = []
+        bound = self._bound()
+        with self._lock:
+            self._settle(dropped, bound)
+            self._fit(bound, dropped)
+        del dropped  # freed outside the lock
+
     def stats(self) -> dict[str, int]:
         """``stats.json``'s ``buffers``: idle bytes kept, blocks made and blocks taken again."""
         dropped: list[_Block] = []
+        bound = self._bound()
         with self._lock:
-            self._settle(dropped)
+            self._settle(dropped, bound)
             return {
                 "idle_bytes": self._idle_bytes,
                 "limit": self.limit,
@@ -121,7 +152,7 @@ class BlockPool:
         """Free every idle block."""
         dropped: list[_Block] = []
         with self._lock:
-            self._settle(dropped)
+            self._settle(dropped, self.limit)
             idle = self._idle
             self._idle = defaultdict(list)
             self._idle_bytes = 0
@@ -134,9 +165,9 @@ class BlockPool:
         waits in ``_returned`` for the next ``_settle``."""
         self._returned.append((block, time.monotonic()))
 
-    def _settle(self, dropped: list[_Block]) -> None:
+    def _settle(self, dropped: list[_Block], bound: int) -> None:
         """Move the returned blocks to ``_idle`` (``_lock`` held), freeing the longest idle ones
-        to keep within the limit: the blocks freed go to ``dropped``, for the caller to
+        to keep within ``bound``: the blocks freed go to ``dropped``, for the caller to
         release after the lock (a block is unmapped once its last export is released)."""
         while self._returned:
             try:
@@ -144,18 +175,23 @@ class BlockPool:
             except IndexError:  # pragma: no cover - only this thread pops, under the lock
                 break
             size = len(block)
-            if size > self.limit:
+            if size > bound:
                 dropped.append(block)
                 continue
-            while self._idle_bytes + size > self.limit:  # the longest idle make room
-                oldest = min(self._idle, key=lambda n: self._idle[n][0][1])
-                kept = self._idle[oldest]
-                dropped.append(kept.pop(0)[0])
-                self._idle_bytes -= oldest
-                if not kept:
-                    del self._idle[oldest]
+            self._fit(bound - size, dropped)  # the longest idle make room
             self._idle[size].append((block, since))
             self._idle_bytes += size
+
+    def _fit(self, bound: int, dropped: list[_Block]) -> None:
+        """Free the longest idle blocks until the idle ones take at most ``bound`` bytes
+        (``_lock`` held; the blocks freed go to ``dropped``)."""
+        while self._idle_bytes > bound:
+            oldest = min(self._idle, key=lambda n: self._idle[n][0][1])
+            kept = self._idle[oldest]
+            dropped.append(kept.pop(0)[0])
+            self._idle_bytes -= oldest
+            if not kept:
+                del self._idle[oldest]
 
     def _expire(self, now: float, out: list[_Block]) -> None:
         """Move blocks idle longer than ``IDLE_SECONDS`` to ``out`` (lock held)."""
@@ -202,8 +238,10 @@ def apart(arr: np.ndarray[Any, Any], block: np.ndarray[Any, Any]) -> np.ndarray[
     return copy(arr) if np.may_share_memory(arr, block) else arr
 
 
-def configure(limit: int) -> None:
-    """Keep at most ``limit`` idle bytes (the mount's share of its memory bound)."""
+def configure(limit: int, spare: Callable[[], int] | None = None) -> None:
+    """Keep at most ``limit`` idle bytes (the mount's share of its memory bound), and what
+    ``spare()`` (a bound method, held weakly) leaves beside it."""
+    pool.spare = weakref.WeakMethod(spare) if spare is not None else None  # type: ignore[arg-type]
     pool.limit = limit
     if pool.idle_bytes > limit:
         pool.trim()

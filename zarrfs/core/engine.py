@@ -51,8 +51,12 @@ class Engine:
 
     Blocks of freed chunk-sized buffers are kept mapped for reuse (``core/buffers.py``): up
     to ``pool_bytes`` of them (an eighth of ``cache_size``, at most ``POOL_MAX``; none when
-    that is less than one block), which the decoded-chunk cache leaves free. The pool is the
-    process's; the engine made last sets its bound."""
+    that is less than one block), which the decoded-chunk cache leaves free, and beside them
+    as much as the decoded-chunk cache does not use now (``_pool_spare``): the units a
+    sequential reader has passed wait there for the loads of the layer after next. Each
+    reservation or growth of the dirty bytes shrinks that spare, and the pool is brought
+    within it (``buffers.pool.fit``) before the job goes on. The pool is the process's; the
+    engine made last sets its bound."""
 
     cache_size: int = 1 << 30
     threads: int = 8
@@ -73,7 +77,6 @@ class Engine:
         #: idle blocks kept for reuse, within ``cache_size`` (``core/buffers.py``)
         share = min(POOL_MAX, self.cache_size // 8)
         self.pool_bytes = share if share >= buffers.MIN_BLOCK else 0  # room for one block
-        buffers.configure(self.pool_bytes)
         most = self.cache_size * 3 // 4
         self.dirty_limit = most if self.dirty_limit is None else min(self.dirty_limit, most)
         self.chunk_cache = LRUCache(self.cache_size - self.pool_bytes)
@@ -87,13 +90,22 @@ class Engine:
         self.executor = ThreadPoolExecutor(self.threads, thread_name_prefix="zarrfs-io")
         self._uid_lock = threading.Lock()
         self._next_uid = 0
+        buffers.configure(self.pool_bytes, self._pool_spare)
+
+    def _pool_spare(self) -> int:
+        """What the decoded-chunk cache's capacity leaves unused now (idle blocks may take it)."""
+        cache = self.chunk_cache
+        return max(0, cache.capacity - cache.nbytes)
 
     def add_dirty(self, n: int) -> int:
         """Account ``n`` more (or, negative, fewer) dirty bytes; returns the new total."""
         with self._dirty_lock:
             self.dirty_bytes += n
             self._resize_cache()
-            return self.dirty_bytes
+            total = self.dirty_bytes
+        if n > 0:
+            buffers.pool.fit()
+        return total
 
     @contextlib.contextmanager
     def working(self, n: int) -> Iterator[None]:
@@ -106,6 +118,7 @@ class Engine:
                 self._dirty_lock.wait()
             self.work_bytes += n
             self._resize_cache()
+        buffers.pool.fit()
         try:
             yield
         finally:

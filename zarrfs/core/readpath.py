@@ -38,6 +38,11 @@ log = logging.getLogger(__name__)
 
 #: a read starting this close to where the previous one ended counts as sequential
 _SEQUENTIAL_SLACK = 1 << 20
+#: units whose last byte is this far (or a prefetch window, if less) behind a sequential
+#: reader are released: the kernel's read-ahead requests (4 MiB by default, ``-o
+#: readahead=``) come at most a window out of order, and a unit released too early is only
+#: loaded again, never read wrong
+RELEASE_SLACK = 8 << 20
 
 
 class ReadPath(ArrayState):
@@ -375,11 +380,15 @@ class ReadPath(ArrayState):
         reads were no faster).
 
         How far ahead: as far as the units met ahead fit in the chunk cache beside the units
-        the reader uses now (those of the last window it read). A row-major reader of a
-        chunked array uses a whole layer of chunks at once and meets the next layer's chunks
-        only a layer of bytes later; loading them while the current layer is served, and never
-        so many that the cache evicts the current layer, keeps the reader from waiting at
-        every layer and from reloading the chunks it is still reading."""
+        the reader uses now (those of the last window it read), and no further than a layer
+        of units (a window where layers are thinner). A row-major reader of a chunked array
+        uses a whole layer of chunks at once and meets the next layer's chunks only a layer of
+        bytes later; loading them while the current layer is served, and never so many that
+        the cache evicts the current layer, keeps the reader from waiting at every layer and
+        from reloading the chunks it is still reading. Not further: the layer after next is
+        loaded only once the reader is in the next one, when the layer it left has been
+        released (``RELEASE_SLACK`` behind it), so its units take that layer's blocks
+        (``core/buffers.py``) instead of fresh memory."""
         end = offset + size
         sequential = abs(offset - self._last_end) <= _SEQUENTIAL_SLACK
         self._last_end = end
@@ -390,7 +399,7 @@ class ReadPath(ArrayState):
         if self._prefetch_end - end > window // 2 or end >= self.nbytes:
             return
         self._prefetch_end = end + window
-        self._release_behind(end - window)
+        self._release_behind(end - min(RELEASE_SLACK, window))
         if direct and self._units.direct:
             return
         engine = self.engine
@@ -402,13 +411,12 @@ class ReadPath(ArrayState):
         # slack for the reader's next requests and other arrays
         room = engine.cache_size - engine.pool_bytes - engine.dirty_bytes
         room -= len(using) * unit_bytes + window
-        # flat bytes scanned ahead (their units take >= as many): the units met within a
-        # window and the layer of units after it, no further (the release behind the reader
-        # then hands their memory to the next ones), and never more than the room
+        # flat bytes scanned ahead (their units take >= as many): a layer of units, or a
+        # window where layers are thinner, and never more than the room
         layer = 0  # (a 0-d array has no layers)
         if self.shape and self.shape[0]:
             layer = self._unit_spec.shape[0] * (self.nbytes // self.shape[0])
-        reach = max(window, min(room, window + layer))
+        reach = max(window, min(room, layer))
         wanted: list[Coords] = []
         new = 0
         for u in self._units_in(end, min(self.nbytes, end + reach)):
@@ -435,7 +443,7 @@ class ReadPath(ArrayState):
 
     def _release_behind(self, behind: int) -> None:
         """Drop from the chunk cache the clean units a sequential reader has passed: those
-        whose last byte lies before ``behind`` (a window before the reader). It never needs
+        whose last byte lies before ``behind`` (``RELEASE_SLACK`` before the reader). It never needs
         them again, the kernel's page cache keeps what was served, and the blocks they free
         (``core/buffers.py``) take the next units the reader needs, instead of fresh memory.
         Scans each stretch of bytes once (``_release_from`` only grows), and at most a window
