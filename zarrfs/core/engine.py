@@ -55,8 +55,9 @@ class Engine:
     as much as the decoded-chunk cache does not use now (``_pool_spare``): the units a
     sequential reader has passed wait there for the loads of the layer after next. Each
     reservation or growth of the dirty bytes shrinks that spare, and the pool is brought
-    within it (``buffers.pool.fit``) before the job goes on. The pool is the process's; the
-    engine made last sets its bound."""
+    within it (``buffers.pool.fit``, called after ``_dirty_lock`` is released: the pool's lock
+    is a leaf) before the job goes on. The pool is the process's; the engine made last sets
+    its bound."""
 
     cache_size: int = 1 << 30
     threads: int = 8
