@@ -81,7 +81,7 @@ class BlockPool:
         self.created = 0
         #: bytes beyond ``limit`` that idle blocks may take now (None: none); a weak method
         #: of the owner's, so the pool keeps no engine alive
-        self.spare: Callable[[], Callable[[], int] | None] | None = None
+        self.spare: weakref.WeakMethod[Callable[[], int]] | None = None
 
     def _bound(self) -> int:
         """``limit`` plus what ``spare()`` allows now (called without ``_lock``)."""
@@ -241,7 +241,7 @@ def apart(arr: np.ndarray[Any, Any], block: np.ndarray[Any, Any]) -> np.ndarray[
 def configure(limit: int, spare: Callable[[], int] | None = None) -> None:
     """Keep at most ``limit`` idle bytes (the mount's share of its memory bound), and what
     ``spare()`` (a bound method, held weakly) leaves beside it."""
-    pool.spare = weakref.WeakMethod(spare) if spare is not None else None  # type: ignore[arg-type]
+    pool.spare = weakref.WeakMethod(spare) if spare is not None else None
     pool.limit = limit
     if pool.idle_bytes > limit:
         pool.trim()

@@ -443,9 +443,10 @@ class ReadPath(ArrayState):
 
     def _release_behind(self, behind: int) -> None:
         """Drop from the chunk cache the clean units a sequential reader has passed: those
-        whose last byte lies before ``behind`` (``RELEASE_SLACK`` before the reader). It never needs
-        them again, the kernel's page cache keeps what was served, and the blocks they free
-        (``core/buffers.py``) take the next units the reader needs, instead of fresh memory.
+        whose last byte lies before ``behind`` (``RELEASE_SLACK``, or a window if less, before
+        the reader). It never needs them again, the kernel's page cache keeps what was served,
+        and the blocks they free (``core/buffers.py``) take the next units the reader needs,
+        instead of fresh memory.
         Scans each stretch of bytes once (``_release_from`` only grows), and at most a window
         of them: a unit that ends past ``behind`` is met again by the next scan, a reader that
         went back releases nothing before it passes the furthest point released, and one that
