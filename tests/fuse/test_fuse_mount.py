@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import mmap
 import os
 import shutil
 import signal
@@ -11,6 +13,7 @@ import subprocess
 import threading
 import time
 
+import numpy as np
 import pytest
 from fuse_fake_tree import BAD_END, BAD_KEY, BAD_START, HELLO, MANY, PATTERN, SIZE, render
 
@@ -210,6 +213,50 @@ def test_writes_read_back_and_truncate_rules(mount) -> None:
     with pytest.raises(OSError) as info:
         os.truncate(m / "data.bin", 10)
     assert info.value.errno == errno.EINVAL
+
+
+def _resident_pages(mapped: mmap.mmap, first: int, count: int) -> int:
+    """How many of pages ``[first, first+count)`` of a file mapping are in the page cache."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    page = mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * count)()
+    base = np.frombuffer(mapped, dtype=np.uint8).ctypes.data
+    assert libc.mincore(base + first * page, count * page, vec) == 0, ctypes.get_errno()
+    return sum(v & 1 for v in vec)
+
+
+def test_write_only_opens_bypass_the_page_cache_and_readers_see_their_writes(mount) -> None:
+    """A write through an ``O_WRONLY`` descriptor (``dd of=``, ``cp``, ``>``) goes straight to
+    the daemon, leaving no page-cache pages behind (``direct_io``); one through ``O_RDWR``
+    goes through the page cache, as before. A reader sees both at once."""
+    m = mount()
+    page = mmap.PAGESIZE
+    span = 64 * page
+    rfd = os.open(m / "data.bin", os.O_RDONLY)
+    mapped = mmap.mmap(rfd, SIZE, mmap.MAP_SHARED, mmap.PROT_READ)  # reads keep the cache
+    try:
+        rw = os.open(m / "data.bin", os.O_RDWR)
+        try:
+            assert os.pwrite(rw, b"r" * span, 0) == span
+            assert _resident_pages(mapped, 0, 64) == 64  # the cached write's pages stay
+        finally:
+            os.close(rw)
+        assert os.pread(rfd, span, 0) == b"r" * span
+        assert os.pread(rfd, span, 2 * span) == PATTERN[2 * span : 3 * span]  # now cached
+        wo = os.open(m / "data.bin", os.O_WRONLY)
+        try:
+            assert os.pwrite(wo, b"w" * span, 2 * span) == span
+            assert _resident_pages(mapped, 128, 64) == 0  # dropped, not refilled
+            assert os.pread(rfd, span, 2 * span) == b"w" * span  # before the close
+        finally:
+            os.close(wo)
+        assert mapped[2 * span : 2 * span + 4] == b"wwww"
+    finally:
+        mapped.close()
+        os.close(rfd)
+    expected = b"r" * span + PATTERN[span : 2 * span] + b"w" * span + PATTERN[3 * span :]
+    assert pread(m / "data.bin", 0, SIZE, os.O_DIRECT) == expected
 
 
 def test_flush_error_is_returned_by_close_and_fsync(mount) -> None:

@@ -135,12 +135,23 @@ def test_open_passes_write_and_truncate_and_ro_refuses() -> None:
     data.open = lambda write, truncate: seen.append((write, truncate)) or original(write, truncate)
     inode = lookup(ops, "data.bin").st_ino
 
+    direct: list[bool] = []
+
     async def main() -> None:
         for flags in (os.O_RDONLY, os.O_WRONLY | os.O_TRUNC, os.O_RDWR):
-            await ops.release((await ops.open(inode, flags, None)).fh)
+            fi = await ops.open(inode, flags, None)
+            direct.append(fi.direct_io)
+            await ops.release(fi.fh)
+        scratch = (await ops.lookup(ROOT, b"scratch", None)).st_ino
+        for name, flags in ((b"w.bin", os.O_WRONLY), (b"rw.bin", os.O_RDWR)):
+            fi, _ = await ops.create(scratch, name, 0o644, flags | os.O_CREAT, None)
+            direct.append(fi.direct_io)
+            await ops.release(fi.fh)
 
     run(main)
     assert seen == [(False, False), (True, True), (True, False)]
+    # only write-only opens skip the page cache (a descriptor that reads may be mapped)
+    assert direct == [False, True, False, True, False]
 
     ro = make_ops("ro")
     inode = lookup(ro, "data.bin").st_ino

@@ -29,7 +29,12 @@ Invariants (developer notes):
     walked once be walked again from the kernel's caches.
   * page cache: kept across opens (``keep_cache``) only when ``VFile.cache_token()`` is not None
     and equals the token of the previous open of that inode; otherwise the kernel drops it.
-  * ``direct_io`` when the node asks for it (content generated per read).
+  * ``direct_io`` when the node asks for it (content generated per read), and for every open
+    for writing only (``O_WRONLY``: ``dd of=``, ``cp``, ``>``): the kernel then passes each
+    write straight from the writer's buffer instead of copying it into page-cache pages first
+    (which it fills 4 KiB at a time for a FUSE file), and drops any cached pages of the
+    written range before the write. Such a descriptor cannot be memory-mapped (``mmap``
+    needs read access), and opens that read keep the page cache.
   * negative lookups are not cached (ENOENT, not a zero inode): new arrays appear at once.
 - ``supports_dot_lookup`` is off (no NFS export), so the kernel never looks up ``.``/``..``.
 - Permissions: modes come from the node, masked by ``-o umask=`` and with write bits cleared on
@@ -219,13 +224,15 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
             self.invalidate_attrs(sibling.inode)
         await self._drop_listings_near(entry.path if entry else None)
 
-    def _open_handle(self, entry: Entry, node: VFile, handle: VHandle, write: bool,
+    def _open_handle(self, entry: Entry, node: VFile, handle: VHandle, flags: int,
                      token: object) -> pyfuse3.FileInfo:  # fmt: skip
         keep = token is not None and token == entry.cache_token
         entry.cache_token = token
         fh = next(self._handles)
-        self._files[fh] = OpenFile(entry.inode, entry.path, handle, write)
-        return pyfuse3.FileInfo(fh=fh, keep_cache=keep, direct_io=node.direct_io)
+        mode = flags & os.O_ACCMODE
+        self._files[fh] = OpenFile(entry.inode, entry.path, handle, mode != os.O_RDONLY)
+        direct = node.direct_io or mode == os.O_WRONLY
+        return pyfuse3.FileInfo(fh=fh, keep_cache=keep, direct_io=direct)
 
     # -- lookup and attributes ------------------------------------------------------------------
 
@@ -295,7 +302,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         )
         if write:
             self._mutation()
-        return self._open_handle(entry, entry.node, handle, write, token)
+        return self._open_handle(entry, entry.node, handle, flags, token)
 
     @translate
     @mutates
@@ -309,7 +316,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
             nodecalls.create_file, parent, os.fsdecode(name), write, bool(flags & os.O_TRUNC)
         )
         entry = self.inodes.remember(path + (os.fsdecode(name),), node)
-        return self._open_handle(entry, node, handle, write, token), self.attributes(
+        return self._open_handle(entry, node, handle, flags, token), self.attributes(
             entry.inode, st
         )
 
