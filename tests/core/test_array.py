@@ -91,9 +91,10 @@ def test_write_over_a_corrupt_chunk_fails_and_changes_nothing(tmp_path, sharded)
     before = {p: p.read_bytes() for p in (tmp_path / "a" / "c").rglob("*") if p.is_file()}
     arr = open_array(LocalStore(tmp_path / "a"), "", Engine())
     row = 8 * 4
-    # a write spanning a good chunk (rows 0-3 or shard 0) and a partial corrupt one
+    # a write spanning a good chunk (rows 0-3 or shard 0) and a corrupt one, ending inside
+    # an element of it: the element's other bytes must be read first
     with pytest.raises(CorruptDataError):
-        arr.write(2 * row, b"\xff" * (row * 3 + 4))
+        arr.write(2 * row, b"\xff" * (row * 3 + 6))
     arr.flush()
     after = {p: p.read_bytes() for p in (tmp_path / "a" / "c").rglob("*") if p.is_file()}
     assert after == before
@@ -342,6 +343,65 @@ def test_units_written_in_whole_rows_are_not_loaded_until_needed(tmp_path, shard
         assert sorted(k for k, _, _ in store.requests) == ["c/0/0", "c/0/1", "c/2/0", "c/2/1"]
 
 
+@pytest.mark.parametrize("sharded", [False, True])
+def test_units_written_in_parts_of_rows_are_not_loaded_until_needed(tmp_path, sharded):
+    """Requests that start and end inside rows (a writer whose buffer is not page-aligned,
+    through a write-only descriptor) load nothing; what they leave of a row keeps its stored
+    values, also in a row written in part and then whole, and in a unit begun so that gets a
+    part of another row."""
+    extra = {"shards": (8, 16)} if sharded else {}
+    z = zarr.create_array(str(tmp_path / "a"), shape=(16, 16), chunks=(4, 8), dtype="<i4",
+                          fill_value=0, **extra)  # fmt: skip
+    old = np.arange(256, dtype="<i4").reshape(16, 16)
+    z[...] = old
+    store = CountingStore(tmp_path / "a")
+    arr = open_array(store, "", Engine(prefetch_bytes=0))
+    store.requests.clear()
+    new = -np.arange(256, dtype="<i4").reshape(16, 16)
+    flat, row = new.tobytes(), 16 * 4
+    for start in range(0, 8 * row, 100):  # rows 0-7 in 100-byte requests (25 elements)
+        arr.write(start, flat[start : min(start + 100, 8 * row)])
+    arr.write(8 * row, flat[8 * row : 8 * row + 48])  # row 8 to 12: (2, 1) from its start
+    arr.write(8 * row + 48, flat[8 * row + 48 : 9 * row + 20])  # the rest, and row 9 to 5
+    arr.write(9 * row, flat[9 * row : 10 * row])  # row 9 again, whole
+    assert store.requests == []  # nothing loaded for any of them
+    expect = old.copy()
+    expect[:10] = new[:10]
+    got = np.frombuffer(arr.read(8 * row, 3 * row), "<i4").reshape(3, 16)  # merges (2, *)
+    assert np.array_equal(got, expect[8:11])
+    arr.write(12 * row, flat[12 * row : 12 * row + 24])  # row 12, 0-5: merged at flush
+    expect[12, :6] = new[12, :6]
+    arr.write(13 * row + 4, flat[13 * row + 4 : 13 * row + 8])  # row 13, 1 of (3, 0): as well
+    expect[13, 1] = new[13, 1]
+    arr.flush()
+    assert np.array_equal(zarr.open_array(str(tmp_path / "a"))[...], expect)
+    if not sharded:  # the units written completely were never read
+        assert sorted(k for k, _, _ in store.requests) == ["c/2/0", "c/2/1", "c/3/0"]
+
+
+def test_parts_of_one_dimensional_units_are_merged_with_what_was_stored(tmp_path):
+    """A 1-d unit is one row: the parts of it written are recorded, the rest merged at the
+    flush, also in the edge unit that reaches past the array's end."""
+    z = zarr.create_array(str(tmp_path / "a"), shape=(20,), chunks=(8,), dtype="<i2")
+    old = np.arange(20, dtype="<i2")
+    z[...] = old
+    store = CountingStore(tmp_path / "a")
+    arr = open_array(store, "", Engine(prefetch_bytes=0))
+    store.requests.clear()
+    new = -np.arange(20, dtype="<i2") - 100
+    for lo, hi in ((0, 3), (2, 5), (6, 7), (8, 12), (12, 16), (16, 19)):
+        arr.write(2 * lo, new[lo:hi].tobytes())
+    assert store.requests == []
+    expect = old.copy()
+    for lo, hi in ((0, 5), (6, 7), (8, 16), (16, 19)):
+        expect[lo:hi] = new[lo:hi]
+    assert arr.read(0, 40) == expect.tobytes()
+    arr.write(10, new[5:6].tobytes())  # unit 0 is merged now: the rest of it as usual
+    expect[5] = new[5]
+    arr.flush()
+    assert np.array_equal(zarr.open_array(str(tmp_path / "a"))[...], expect)
+
+
 def test_a_read_never_serves_the_unwritten_rows_of_a_unit_made_dirty_meanwhile(
     tmp_path, monkeypatch
 ):
@@ -371,15 +431,17 @@ def test_a_read_never_serves_the_unwritten_rows_of_a_unit_made_dirty_meanwhile(
     assert len(calls) == 2
 
 
+@pytest.mark.parametrize("part", [False, True])
 def test_a_deferred_unit_whose_old_content_is_corrupt_fails_at_flush_and_keeps_the_write(
-    tmp_path,
+    tmp_path, part
 ):
     z = zarr.create_array(str(tmp_path / "a"), shape=(8, 8), chunks=(4, 8), dtype="<i4",
                           compressors=[zarr.codecs.GzipCodec()])  # fmt: skip
     z[...] = 1
     (tmp_path / "a" / "c" / "0" / "0").write_bytes(b"\x1f\x8bgarbage")
     arr = open_array(LocalStore(tmp_path / "a"), "", Engine(prefetch_bytes=0))
-    arr.write(0, np.full(8, 5, "<i4").tobytes())  # row 0 of the corrupt unit: not loaded yet
+    # row 0 of the corrupt unit, whole or its first 3 elements: not loaded yet
+    arr.write(0, np.full(3 if part else 8, 5, "<i4").tobytes())
     with pytest.raises(CorruptDataError):
         arr.flush()
     assert arr.dirty  # the written row is kept, not dropped
@@ -579,22 +641,26 @@ def test_inline_writes_only_when_nothing_needs_waiting(tmp_path):
     arr = open_array(LocalStore(tmp_path / "a"), "", engine)
     row = 64 * 4
     ones = np.ones(64, "<u4").tobytes()
-    # part of a row of a unit never loaded: needs the stored bytes, so not inline; no change
+    # part of a row of a unit never loaded, not from the row's start: needs the stored bytes,
+    # so not inline; no change
     assert not arr.write_cached(4, ones[:8])
-    assert engine.dirty_bytes == 0
     assert not arr.write_cached(1, ones[:8])  # partial elements: never inline
-    # whole rows of a unit: done inline (the unwritten rows are merged in later)
+    assert engine.dirty_bytes == 0
+    # whole rows, or the start of a row: done inline (the rest is merged in later)
     assert arr.write_cached(row, ones)
     assert engine.dirty_bytes == 4 * row
-    # part of a row of that unit needs its unwritten rows merged in first: not inline
-    assert not arr.write_cached(2 * row + 4, ones[:8])
-    arr.write(2 * row + 4, ones[:8])  # the writer that may wait merges them
-    assert arr.write_cached(3 * row + 8, ones[:8])  # dirty and merged: inline
+    assert arr.write_cached(0, ones[:8])
+    # any part of one row of that unit is recorded so too
+    assert arr.write_cached(2 * row + 4, ones[:8])
+    arr.write(3 * row + 8, ones[:8])  # the writer that may wait: the same
     want = z[...].copy()
+    want[0, :2] = 1
     want[1] = 1
     want[2, 1:3] = 1
     want[3, 2:4] = 1
-    assert arr.read(0, 8 * row) == want.tobytes()
+    assert arr.read(0, 8 * row) == want.tobytes()  # merged for the read
+    assert arr.write_cached(3 * row + 16, ones[:8])  # dirty and merged: inline
+    want[3, 4:6] = 1
     arr.flush()
     assert np.array_equal(zarr.open_array(str(tmp_path / "a"))[...], want)
     # a write that would pass the dirty limit is left to the writer that flushes

@@ -65,3 +65,30 @@ def test_dd_over_data_raw_is_written_through_and_reads_back(tmp_path, mounter):
     assert zp.tobytes() == newer.tobytes() and t.tobytes() == newer.tobytes()
     assert raw.read_bytes() == newer.tobytes()
     assert _temps(path) == []
+
+
+def test_a_writer_whose_buffer_is_not_page_aligned_loads_nothing(tmp_path, mounter):
+    """A write-only descriptor's writes reach the daemon cut at the writer's page boundaries
+    (``direct_io``), so from a buffer 96 bytes past a page every request starts and ends
+    inside a row: the rows it cuts are completed by the next request, never loaded."""
+    path = tmp_path / "s.zarr"
+    z = zarr.create_array(str(path), shape=SHAPE, chunks=CHUNKS, dtype="<f4", compressors=None)
+    z[...] = np.random.default_rng(1).random(SHAPE, dtype="f4")
+    new = np.random.default_rng(3).random(SHAPE, dtype="f4").tobytes()
+    room = np.empty(len(new) + 2 * 4096, dtype=np.uint8)
+    start = (-room.ctypes.data) % 4096 + 96
+    buf = room[start : start + len(new)]
+    buf[...] = np.frombuffer(new, dtype=np.uint8)
+    m = mounter(path)
+    fd = os.open(m.path / "data.raw", os.O_WRONLY)
+    try:
+        assert os.write(fd, buf) == len(new)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    stats = _stats(m.path)
+    assert stats.get("chunks_decoded", 0) == 0 and stats.get("cache_misses", 0) == 0
+    zp, t = _engines(path)
+    assert zp.tobytes() == new and t.tobytes() == new
+    assert (m.path / "data.raw").read_bytes() == new
+    assert _temps(path) == []

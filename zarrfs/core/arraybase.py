@@ -120,7 +120,7 @@ class ArrayState:
         self._chunk_spec = self._units.chunk_spec
         self._unit_spec = self._units.unit_spec
         self._set_shape(metadata.shape)
-        self._lock = threading.Lock()  # guards _dirty, _unknown, _frozen, _inflight, _epoch
+        self._lock = threading.Lock()  # guards _dirty, _unknown(_cols), _frozen, _inflight, _epoch
         self._write_lock = threading.RLock()  # one writer or flush commit at a time
         self._flush_lock = threading.Lock()
         #: per-unit load locks, made on first use (listing many arrays never needs them)
@@ -129,6 +129,11 @@ class ArrayState:
         #: dirty units whose old content was never loaded: which rows (all axes but the last)
         #: have been written; the others are loaded and merged before anyone needs them
         self._unknown: dict[Coords, np.ndarray[Any, Any]] = {}
+        #: of those units, the rows written in part (by writes whose pieces are one row each):
+        #: row index -> the ``[start, stop)`` element intervals written, sorted and disjoint; a
+        #: row they come to cover is flagged in ``_unknown`` and leaves this map
+        #: (``WritePath._mark_written``)
+        self._unknown_cols: dict[Coords, dict[tuple[int, ...], list[tuple[int, int]]]] = {}
         self._frozen: set[Coords] = set()
         #: dirty units every element of which has been written (write-behind candidates)
         self._complete: set[Coords] = set()

@@ -327,6 +327,7 @@ class Flushing(ReadPath):
                         del self._dirty[u]
                         self._complete.discard(u)
                         self._unknown.pop(u, None)  # (every row was written)
+                        self._unknown_cols.pop(u, None)
                         cache.pop((self.uid, u))
                         freed += snapshot[u].nbytes
                     self._stored_bytes = None

@@ -243,7 +243,8 @@ class ReadPath(ArrayState):
         return result
 
     def _merge_unknown(self, units: Sequence[Coords]) -> None:
-        """Load the old content of deferred dirty units and fill their unwritten rows."""
+        """Load the old content of deferred dirty units and fill what was not written: the
+        unwritten rows, and the unwritten elements of rows written in part."""
         todo = []
         with self._lock:
             for u in units:
@@ -252,24 +253,34 @@ class ReadPath(ArrayState):
                     continue
                 if rows.all():  # fully written: nothing to merge
                     del self._unknown[u]
+                    self._unknown_cols.pop(u, None)
                 else:
                     todo.append(u)
         if not todo:
             return
         old = self._load(todo)  # may raise: the units stay dirty and unmerged
+        fill = self._unit_spec.fill_value
         for u in todo:
             with self._stripe(u):
                 with self._lock:
                     rows = self._unknown.pop(u, None)
+                    cols = self._unknown_cols.pop(u, {})
                     arr = self._dirty.get(u)
                 if rows is None or arr is None:
                     continue
                 self._units.unstream(u)  # its stream, if any, cannot hold these rows
-                keep = ~rows
-                if old[u] is MISSING:
-                    arr[keep] = self._unit_spec.fill_value
-                else:
-                    arr[keep] = old[u][keep]
+                keep = np.logical_not(rows, out=np.empty(rows.shape, dtype=bool))  # (0-d too)
+                parts = [(r, spans) for r, spans in cols.items() if not rows[r]]
+                for r, _ in parts:  # written in part: only their other elements below
+                    keep[r] = False
+                src = old[u]
+                arr[keep] = fill if src is MISSING else src[keep]
+                for r, spans in parts:
+                    row, at = arr[r], 0
+                    for start, stop in spans + [(row.shape[-1], row.shape[-1])]:
+                        if start > at:
+                            row[at:start] = fill if src is MISSING else src[r][at:start]
+                        at = stop
 
     def _load(self, units: Sequence[Coords], partial: bool = False) -> dict[Coords, Any]:
         """Load units from the store concurrently (joining loads already in flight). With

@@ -7,8 +7,14 @@ new values into each unit's dirty copy under its stripe lock.
 Invariants:
 - dirty units are private copies; a clean (cached) unit array is never mutated, and a frozen
   one (being stored by a flush) is copied before it is changed;
-- a unit written in whole rows and not cached is not loaded: its unwritten rows are recorded
-  (``_unknown``) and merged in before anyone needs them;
+- a unit written in whole rows, or from the start of a row, and not cached is not loaded:
+  its unwritten rows (and the unwritten elements of rows written in part) are recorded
+  (``_unknown``, ``_unknown_cols``) and merged in before anyone needs them; in a unit so
+  recorded, any part of one row is recorded too. A writer whose buffer is not page-aligned
+  gets requests that start and end inside rows (the kernel splits a write-only descriptor's
+  writes by the writer's pages): each row a request cuts the next one completes. Any other
+  part of a row needs the unit's old content at once (a write it cannot be read for fails
+  and changes nothing);
 - the target of a write is resolved under ``_write_lock`` against the current shape, so no
   write lands outside it, even one that waited for a resize;
 - the back-pressure flush runs after ``_write_lock`` is released (never flush under it);
@@ -134,18 +140,27 @@ class WritePath(Flushing):
             boxes = self._view_boxes(origin, shape, e0, e1)
             plan = [(b, list(box_pieces(self._unit_grid, b))) for b in boxes]
             # phase 1: load every partially covered unit that is not dirty (may fail: no change),
-            # except that a unit written in whole rows and not cached is not loaded now: its
-            # unwritten rows are merged in when it is read or flushed (often they never are:
-            # a sequential writer covers every row before the flush)
+            # except that a unit written in whole rows or parts of single rows and not cached
+            # is not loaded now: what was not written is merged in when it is read or flushed
+            # (often it never is: a sequential writer covers every row before the flush)
             partial: set[Coords] = set()
             rows: set[Coords] = set()
+            inrow: set[Coords] = set()  # a part of one row, not from its start
             for _, pieces in plan:
                 for p in pieces:
-                    if self._covers_unit(p.coords, p.chunk_sel):
+                    sel = p.chunk_sel
+                    if self._covers_unit(p.coords, sel):
                         continue
-                    (rows if self._covers_rows(p.chunk_sel) else partial).add(p.coords)
-            rows -= partial
+                    if self._deferrable(sel):
+                        rows.add(p.coords)
+                    else:
+                        (inrow if self._one_row(sel) else partial).add(p.coords)
             with self._lock:
+                # recorded in a unit deferred already (the rest of a row a writer began);
+                # in any other unit its old content is needed now
+                partial |= {c for c in inrow if c not in self._unknown}
+                rows |= inrow - partial
+                rows -= partial
                 dirty = {c for c in partial | rows if c in self._dirty}
                 unmerged = [c for c in partial if c in self._unknown]
             partial -= dirty
@@ -190,6 +205,47 @@ class WritePath(Flushing):
         """True if ``sel`` covers whole rows (the full last axis) of a unit."""
         shape = self._unit_spec.shape
         return len(shape) > 0 and sel[-1].start == 0 and sel[-1].stop == shape[-1]
+
+    def _deferrable(self, sel: tuple[slice, ...]) -> bool:
+        """True if what ``sel`` leaves of a unit not dirty can be recorded instead of loaded:
+        whole rows, or the start of one row (a sequential writer's next request writes the
+        rest of it). A write of another part of a row needs the old row now, so that a write
+        the old content cannot be read for fails at once and changes nothing."""
+        if self._covers_rows(sel):
+            return True
+        return self._one_row(sel) and sel[-1].start == 0
+
+    @staticmethod
+    def _one_row(sel: tuple[slice, ...]) -> bool:
+        """True if ``sel`` lies within one row of a unit (of at least one axis)."""
+        return len(sel) > 0 and all(s.stop - s.start == 1 for s in sel[:-1])
+
+    def _mark_written(
+        self, unit: Coords, rows: np.ndarray[Any, Any], sel: tuple[slice, ...]
+    ) -> None:
+        """(``_lock`` held) Record ``sel`` as written in the deferred ``unit``: whole rows in
+        ``rows``; a part of one row in that row's written intervals, the row flagged written
+        once they cover it. A piece of several rows in part is never recorded so
+        (``_deferrable``: such a unit is merged before the write)."""
+        cols = self._unknown_cols.get(unit)
+        if self._covers_rows(sel):
+            rows[sel[:-1]] = True
+            if cols:  # rows written whole since they were written in part
+                for r in [r for r in cols if rows[r]]:
+                    del cols[r]
+        else:
+            r = tuple(s.start for s in sel[:-1])
+            if not rows[r]:
+                if cols is None:
+                    cols = self._unknown_cols[unit] = {}
+                spans = _joined(cols.get(r, []) + [(sel[-1].start, sel[-1].stop)])
+                if spans == [(0, self._unit_spec.shape[-1])]:
+                    rows[r] = True
+                    cols.pop(r, None)
+                else:
+                    cols[r] = spans
+        if cols is not None and not cols:
+            del self._unknown_cols[unit]
 
     def _apply(
         self,
@@ -246,7 +302,18 @@ class WritePath(Flushing):
             with self._lock:
                 rows = self._unknown.get(unit)
                 if rows is not None:
-                    rows[sel[:-1]] = True
+                    self._mark_written(unit, rows, sel)
                 if covers or (rows is not None and rows.all()):
                     self._complete.add(unit)
         return added
+
+
+def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``[start, stop)`` intervals sorted, overlapping or touching ones joined."""
+    out: list[tuple[int, int]] = []
+    for start, stop in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], stop))
+        else:
+            out.append((start, stop))
+    return out
