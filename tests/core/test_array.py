@@ -317,8 +317,9 @@ def test_read_cached_answers_only_from_clean_cached_units_and_never_touches_the_
     assert arr.read(0, 4) == np.array([7], "<i4").tobytes()
 
 
-@pytest.mark.parametrize("sharded", [False, True])
-def test_units_written_in_whole_rows_are_not_loaded_until_needed(tmp_path, sharded):
+def _stored_16x16(tmp_path, sharded):
+    """A stored (16, 16) array of chunks (4, 8) (in shards (8, 16)), opened with a counting
+    store: its values, the values to write, the store (no request recorded yet), the array."""
     extra = {"shards": (8, 16)} if sharded else {}
     z = zarr.create_array(str(tmp_path / "a"), shape=(16, 16), chunks=(4, 8), dtype="<i4",
                           fill_value=0, **extra)  # fmt: skip
@@ -327,7 +328,12 @@ def test_units_written_in_whole_rows_are_not_loaded_until_needed(tmp_path, shard
     store = CountingStore(tmp_path / "a")
     arr = open_array(store, "", Engine(prefetch_bytes=0))
     store.requests.clear()
-    new = -np.arange(256, dtype="<i4").reshape(16, 16)
+    return old, -np.arange(256, dtype="<i4").reshape(16, 16), store, arr
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_units_written_in_whole_rows_are_not_loaded_until_needed(tmp_path, sharded):
+    old, new, store, arr = _stored_16x16(tmp_path, sharded)
     row = 16 * 4
     arr.write(0, new[:3].tobytes())  # rows 0-2: whole rows of units (0, 0) and (0, 1)
     arr.write(4 * row, new[4:8].tobytes())  # rows 4-7: units (1, *) completely
@@ -349,15 +355,7 @@ def test_units_written_in_parts_of_rows_are_not_loaded_until_needed(tmp_path, sh
     through a write-only descriptor) load nothing; what they leave of a row keeps its stored
     values, also in a row written in part and then whole, and in a unit begun so that gets a
     part of another row."""
-    extra = {"shards": (8, 16)} if sharded else {}
-    z = zarr.create_array(str(tmp_path / "a"), shape=(16, 16), chunks=(4, 8), dtype="<i4",
-                          fill_value=0, **extra)  # fmt: skip
-    old = np.arange(256, dtype="<i4").reshape(16, 16)
-    z[...] = old
-    store = CountingStore(tmp_path / "a")
-    arr = open_array(store, "", Engine(prefetch_bytes=0))
-    store.requests.clear()
-    new = -np.arange(256, dtype="<i4").reshape(16, 16)
+    old, new, store, arr = _stored_16x16(tmp_path, sharded)
     flat, row = new.tobytes(), 16 * 4
     for start in range(0, 8 * row, 100):  # rows 0-7 in 100-byte requests (25 elements)
         arr.write(start, flat[start : min(start + 100, 8 * row)])
