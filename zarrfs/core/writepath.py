@@ -140,9 +140,9 @@ class WritePath(Flushing):
             boxes = self._view_boxes(origin, shape, e0, e1)
             plan = [(b, list(box_pieces(self._unit_grid, b))) for b in boxes]
             # phase 1: load every partially covered unit that is not dirty (may fail: no change),
-            # except that a unit written in whole rows or parts of single rows and not cached
-            # is not loaded now: what was not written is merged in when it is read or flushed
-            # (often it never is: a sequential writer covers every row before the flush)
+            # except that a unit written in whole rows or from the start of a row and not
+            # cached is not loaded now: what was not written is merged in when it is read or
+            # flushed (often it never is: a sequential writer covers every row before that)
             partial: set[Coords] = set()
             rows: set[Coords] = set()
             inrow: set[Coords] = set()  # a part of one row, not from its start
