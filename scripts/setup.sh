@@ -63,18 +63,22 @@ pip_quiet --upgrade pip
 pip_quiet -e ".${extras}"
 # pyfuse3 3.5.0 does not tell readdir which directory it reads when the kernel opens directories
 # without asking; scripts/pyfuse3-readdir-inode.patch adds it (ReaddirToken.inode), which lets a
-# read-only mount leave its listings in the kernel's cache (README "Dependencies"). Built once
-# from the pinned sdist (Cython is pyfuse3's own build requirement); zarrfs works, listing as
-# before, with a pyfuse3 that lacks it.
-patched=3.5.0+zarrfs1
+# read-only mount leave its listings in the kernel's cache. Nor does it let a file system raise
+# the kernel's limit of background requests (12 by default, read-ahead dropped past 9);
+# scripts/pyfuse3-max-background.patch adds Operations.max_background (README "Dependencies").
+# Built once from the pinned sdist (Cython is pyfuse3's own build requirement); zarrfs works,
+# listing and reading ahead as before, with a pyfuse3 that lacks them.
+patched=3.5.0+zarrfs2
 installed=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("pyfuse3"))')
 if [[ $installed != "$patched" ]]; then
     echo "setup: building pyfuse3 $patched (about a minute)" >&2
     build=$(mktemp -d)
     quiet .venv/bin/python -m pip download -q --no-deps --no-binary :all: -d "$build" pyfuse3==3.5.0
     tar -xzf "$build/pyfuse3-3.5.0.tar.gz" -C "$build"
-    quiet patch -d "$build/pyfuse3-3.5.0" -p1 --no-backup-if-mismatch \
-        -i "$PWD/scripts/pyfuse3-readdir-inode.patch"
+    for name in readdir-inode max-background; do
+        quiet patch -d "$build/pyfuse3-3.5.0" -p1 --no-backup-if-mismatch \
+            -i "$PWD/scripts/pyfuse3-$name.patch"
+    done
     rm -f "$build/pyfuse3-3.5.0/src/pyfuse3/__init__.c"  # generated again from the patched source
     SETUPTOOLS_SCM_PRETEND_VERSION=$patched pip_quiet --no-deps "$build/pyfuse3-3.5.0"
 fi

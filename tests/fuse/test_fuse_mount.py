@@ -56,6 +56,37 @@ def test_mount_table_shows_store_url_and_fuse_zarrfs(mount) -> None:
     assert findmnt.stdout.strip() == "fuse.zarrfs"
 
 
+def _connection_setting(mountpoint, name: str) -> int:
+    """A setting of the FUSE connection serving ``mountpoint``, from the fusectl file system
+    (mounted in a private mount namespace where the system has not mounted it)."""
+    minor = os.minor(mount_info(str(mountpoint))[2])
+    path = f"/sys/fs/fuse/connections/{minor}/{name}"
+    if os.path.exists(path):
+        with open(path) as f:
+            return int(f.read())
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("fusectl is not mounted and cannot be mounted here")
+    script = f"mount -t fusectl none /sys/fs/fuse/connections && cat {path}"
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount fusectl: {proc.stderr.strip()}")
+    return int(proc.stdout)
+
+
+def test_the_kernel_keeps_more_read_ahead_requests_in_flight(mount) -> None:
+    # with the kernel's 12 (congested at 9) it dropped the asynchronous part of read-ahead
+    # windows while the daemon decoded, and asked for those pages late (zarrfs.fuse.operations)
+    import pyfuse3
+
+    from zarrfs.fuse.operations import MAX_BACKGROUND
+
+    if not getattr(pyfuse3, "MAX_BACKGROUND", False):
+        pytest.skip("pyfuse3 without scripts/pyfuse3-max-background.patch")
+    m = mount()
+    assert _connection_setting(m.mountpoint, "max_background") == MAX_BACKGROUND > 12
+    assert _connection_setting(m.mountpoint, "congestion_threshold") == MAX_BACKGROUND * 3 // 4
+
+
 def test_corrupt_range_gives_eio_only_there_and_is_logged_once(mount) -> None:
     m = mount()
     m.expect_log(BAD_KEY)

@@ -36,6 +36,14 @@ Invariants (developer notes):
     written range before the write. Such a descriptor cannot be memory-mapped (``mmap``
     needs read access), and opens that read keep the page cache.
   * negative lookups are not cached (ENOENT, not a zero inode): new arrays appear at once.
+- Background requests (the kernel's read-ahead): up to ``MAX_BACKGROUND`` in flight, not the
+  kernel's 12. Past three quarters of the limit the kernel counts the connection congested
+  and drops the asynchronous part of each read-ahead window; the reader then asks for those
+  pages itself when it reaches them, windows after the requests around them (a cold ``cat``
+  of a compressed array sent requests up to 15 MiB behind the furthest one every 32 MiB, and
+  its units of a layer already released were decoded again). Sent at FUSE_INIT by pyfuse3
+  as ``scripts/setup.sh`` builds it (``Operations.max_background``); ignored by a released
+  pyfuse3, which keeps the kernel's limit.
 - ``supports_dot_lookup`` is off (no NFS export), so the kernel never looks up ``.``/``..``.
 - Permissions: modes come from the node, masked by ``-o umask=`` and with write bits cleared on
   read-only mounts; owner and group are ``-o uid=``/``gid=`` (default: the mounting user). They
@@ -85,6 +93,8 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUTS = {False: 1.0, True: 60.0}
 #: ``st_blksize`` when the node has no preference (the kernel's largest read request)
 DEFAULT_BLKSIZE = 128 * 1024
+#: background requests (read-ahead) the kernel may keep in flight, congested at three quarters
+MAX_BACKGROUND = 64
 #: flush/fsync/release may encode and upload a lot: their deadline is this many request deadlines
 FLUSH_DEADLINE_FACTOR = 10
 #: a commit also drops the kernel's cached attributes of the file's siblings (an array's views
@@ -123,6 +133,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
 
     supports_dot_lookup = False
     enable_writeback_cache = False
+    max_background = MAX_BACKGROUND
 
     def __init__(self, root: VDir, options: MountOptions) -> None:
         super().__init__()
