@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import mmap
 import resource
+import threading
 
 import numpy as np
 import pytest
@@ -109,13 +110,52 @@ def test_the_background_thread_faults_in_a_piece_at_a_time(monkeypatch):
 
     pages.wait_behind()
     monkeypatch.setattr(pages, "_madvise", recording)
-    mem, arr = _fresh_array(5 * pages.BEHIND_STEP + 32 * PAGE)
+    mem, arr = _fresh_array(16 * pages.BEHIND_STEP + 32 * PAGE)
     try:
         pages.prefault_behind(arr)
         pages.wait_behind()
-        assert [n for _, n in calls] == [pages.BEHIND_STEP] * 5 + [32 * PAGE]
+        assert [n for _, n in calls] == [pages.BEHIND_STEP] * 16 + [32 * PAGE]
         start = arr.ctypes.data
-        assert [a - start for a, _ in calls] == [k * pages.BEHIND_STEP for k in range(6)]
+        assert [a - start for a, _ in calls] == [k * pages.BEHIND_STEP for k in range(17)]
     finally:
         del arr
         mem.close()
+
+
+def test_queued_buffers_are_faulted_in_a_step_of_each_in_turn(monkeypatch):
+    """A writer over rows needs the front of every unit of a layer before the back of any:
+    the buffers queued together are faulted in round by round, a step of each per round
+    (an eighth of a 4 MiB unit)."""
+    calls: list[int] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def recording(addr: int, length: int, advice: int) -> int:
+        if not entered.is_set():  # the first buffer holds the thread until the rest are queued
+            entered.set()
+            assert release.wait(10)
+        calls.append(addr)
+        return 0
+
+    pages.wait_behind()
+    monkeypatch.setattr(pages, "_madvise", recording)
+    unit = 4 << 20
+    step = pages.behind_step(unit)
+    assert step == unit // 8
+    first_mem, first = _fresh_array(64 << 10)
+    mems, units = zip(*(_fresh_array(unit) for _ in range(3)), strict=True)
+    try:
+        pages.prefault_behind(first)
+        assert entered.wait(10)
+        for arr in units:
+            pages.prefault_behind(arr)
+        release.set()
+        pages.wait_behind()
+        starts = [arr.ctypes.data for arr in units]
+        want = [s + k * step for k in range(8) for s in starts]
+        assert calls[1:] == want
+    finally:
+        release.set()
+        del first, units, arr
+        first_mem.close()
+        for mem in mems:
+            mem.close()
