@@ -66,16 +66,18 @@ pip_quiet -e ".${extras}"
 # read-only mount leave its listings in the kernel's cache. Nor does it let a file system raise
 # the kernel's limit of background requests (12 by default, read-ahead dropped past 9);
 # scripts/pyfuse3-max-background.patch adds Operations.max_background (README "Dependencies").
+# And it holds the interpreter lock while the kernel copies a request in or a read reply out;
+# scripts/pyfuse3-nogil-io.patch lets the engine's threads run meanwhile.
 # Built once from the pinned sdist (Cython is pyfuse3's own build requirement); zarrfs works,
 # listing and reading ahead as before, with a pyfuse3 that lacks them.
-patched=3.5.0+zarrfs2
+patched=3.5.0+zarrfs3
 installed=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("pyfuse3"))')
 if [[ $installed != "$patched" ]]; then
     echo "setup: building pyfuse3 $patched (about a minute)" >&2
     build=$(mktemp -d)
     quiet .venv/bin/python -m pip download -q --no-deps --no-binary :all: -d "$build" pyfuse3==3.5.0
     tar -xzf "$build/pyfuse3-3.5.0.tar.gz" -C "$build"
-    for name in readdir-inode max-background; do
+    for name in readdir-inode max-background nogil-io; do
         quiet patch -d "$build/pyfuse3-3.5.0" -p1 --no-backup-if-mismatch \
             -i "$PWD/scripts/pyfuse3-$name.patch"
     done
