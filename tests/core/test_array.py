@@ -474,6 +474,34 @@ def test_completely_written_units_are_stored_in_the_background(tmp_path):
     assert (zarr.open_array(str(tmp_path / "a"))[:4, 0] == 3.0).all()
 
 
+@pytest.mark.parametrize(
+    "order", [list(range(8)), list(range(7, -1, -1)), [0, 7, 3, 1, 6, 2, 5, 4]]
+)
+def test_a_unit_written_row_by_row_is_complete_exactly_with_its_last_row(tmp_path, order):
+    zarr.create_array(str(tmp_path / "a"), shape=(64, 1024), chunks=(8, 1024), dtype="<f8")
+    arr = open_array(LocalStore(tmp_path / "a"), "", Engine(cache_size=64 << 20))
+    row = 1024 * 8
+    for n, r in enumerate(order):  # rows of chunk 1 (array rows 8-15), in this order
+        arr.write((8 + r) * row, np.full(1024, float(r), "<f8").tobytes())
+        assert ((1, 0) in arr._complete) == (n == len(order) - 1), (order, n)
+    arr.flush()
+    assert (zarr.open_array(str(tmp_path / "a"))[8:16, 5] == np.arange(8.0)).all()
+
+
+def test_all_written_looks_at_every_row():
+    from zarrfs.core.writepath import _all_written
+
+    rows = np.ones((4, 8), dtype=bool)
+    assert _all_written(rows)
+    rows[2, 3] = False  # first and last written, one in the middle not
+    assert not _all_written(rows)
+    rows[2, 3] = True
+    rows[0, 0] = False
+    assert not _all_written(rows)
+    assert _all_written(np.ones((), dtype=bool)) and not _all_written(np.zeros((), dtype=bool))
+    assert _all_written(np.zeros((0, 3), dtype=bool))
+
+
 class _SlowSets(LocalStore):
     """A store whose writes take a while, so that flush jobs overlap."""
 

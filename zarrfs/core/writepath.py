@@ -303,9 +303,17 @@ class WritePath(Flushing):
                 rows = self._unknown.get(unit)
                 if rows is not None:
                     self._mark_written(unit, rows, sel)
-                if covers or (rows is not None and rows.all()):
+                if covers or (rows is not None and _all_written(rows)):
                     self._complete.add(unit)
         return added
+
+
+def _all_written(rows: np.ndarray[Any, Any]) -> bool:
+    """``rows.all()``, looked at whole only once its first and last rows are written (a writer
+    in either direction completes a unit there; this runs for every piece of every write)."""
+    if rows.size and not (rows.flat[0] and rows.flat[-1]):
+        return False
+    return bool(rows.all())
 
 
 def _joined(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

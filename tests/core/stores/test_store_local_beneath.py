@@ -98,6 +98,38 @@ def test_a_nested_key_is_resolved_in_one_call(tree: Path, monkeypatch: pytest.Mo
     assert opened == []  # no component walk
 
 
+@needs_openat2
+def test_a_set_into_an_existing_directory_opens_it_in_one_call(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStore(tree)
+    store.get("zarr.json")  # opens the root once
+    opened: list[object] = []
+    real_open = os.open
+
+    def counting_open(*args: object, **kwargs: object) -> int:
+        opened.append(args[0])
+        return real_open(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", counting_open)
+    store.set("b/deep/er/x", b"new")
+    assert all(str(name).startswith(TEMP_PREFIX) for name in opened)  # no directory walked
+    store.set("b/deep/new/dir/y", b"made")  # missing directories: walked and created
+    assert "new" in opened and "dir" in opened
+    monkeypatch.undo()
+    assert store.get("b/deep/er/x") == b"new"
+    assert store.get("b/deep/new/dir/y") == b"made"
+
+
+@pytest.mark.parametrize("key", ["a/c/dirlink/new", "innerlink/new", "a/c/0/filelink/x"])
+def test_sets_through_links_refused_either_way(tree: Path, mode: str, key: str) -> None:
+    store = LocalStore(tree)
+    with pytest.raises(StoreError, match="symbolic link|not a directory"):
+        store.set(key, b"evil")
+    assert sorted(p.name for p in (tree.parent / "outside").iterdir()) == ["secret", "zarr.json"]
+    assert not (tree / "a" / "new").exists()
+
+
 @pytest.mark.parametrize("prefix", ["", "a/", "a/c/", "b/deep/", "missing/", "a/c/0/"])
 def test_list_sizes_equals_listing_plus_size(tree: Path, mode: str, prefix: str) -> None:
     store = LocalStore(tree)

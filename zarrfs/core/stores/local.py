@@ -10,9 +10,10 @@ Invariants:
   final component relative to its parent's descriptor without following links. No symbolic
   link inside the store is ever followed, so nothing outside the root can be read or written
   through one (a key reached through a link raises ``StoreError``; links are never listed).
-  Where the kernel has ``openat2`` (``beneath``), a key that reads is resolved in one call with
-  the same rule (no link followed, nothing outside the root); whatever that call cannot decide
-  (a link met, ``openat2`` missing) is walked as above, which gives the precise answer. The
+  Where the kernel has ``openat2`` (``beneath``), a key that reads, and the existing directory
+  of a key that is written, is resolved in one call with the same rule (no link followed,
+  nothing outside the root); whatever that call cannot decide (a link met, ``openat2``
+  missing), and a directory to create, is walked as above, which gives the precise answer. The
   root is opened once, on first use (again after ``close``).
 - Atomic, durable ``set``: the bytes go to a temporary file in the key's own directory, which
   is fsynced, renamed over the key (``rename`` is atomic) and then the directory is fsynced;
@@ -226,14 +227,17 @@ class LocalStore(LocalListing, Store):
         return fds
 
     def _open_dir(self, parts: Sequence[str], key: str, *, create: bool) -> int | None:
-        """Descriptor of the directory ``parts`` (closing the ones on the way), or None."""
-        if not create:
-            try:
-                fast = open_beneath(self._root(), "/".join(parts) or ".", _DIR_FLAGS)
-            except (FileNotFoundError, NotADirectoryError):
+        """Descriptor of the directory ``parts`` (closing the ones on the way), or None.
+        An existing directory is opened in one ``openat2`` call (``beneath``), also when
+        ``create`` asks: only a missing one is made by the walk."""
+        try:
+            fast = open_beneath(self._root(), "/".join(parts) or ".", _DIR_FLAGS)
+        except (FileNotFoundError, NotADirectoryError):
+            if not create:
                 return None
-            if fast is not None:
-                return fast
+            fast = None  # a directory on the way is missing: the walk makes it
+        if fast is not None:
+            return fast
         fd = os.dup(self._root())
         try:
             for name in parts:
