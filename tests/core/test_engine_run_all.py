@@ -62,6 +62,40 @@ def test_exceptions_are_kept_per_call() -> None:
         engine.close()
 
 
+def _concurrency_calls(n: int, seconds: float, peak: list[int]) -> list:
+    lock = threading.Lock()
+    running = [0]
+
+    def make(i: int):
+        def call() -> int:
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            time.sleep(seconds)
+            with lock:
+                running[0] -= 1
+            return i
+
+        return call
+
+    return [make(i) for i in range(n)]
+
+
+@pytest.mark.parametrize("width", [1, 2, 3])
+def test_width_bounds_the_calls_running_at_once(width: int) -> None:
+    engine = Engine(cache_size=1 << 20, threads=8)
+    try:
+        peak = [0]
+        done = engine.run_all(_concurrency_calls(12, 0.02, peak), width=width)
+        assert [f.result() for f in done] == list(range(12))
+        assert peak[0] == width
+        peak = [0]  # unbounded: the pool's threads and the caller
+        engine.run_all(_concurrency_calls(12, 0.02, peak))
+        assert peak[0] > 3
+    finally:
+        engine.close()
+
+
 # -- one_by_one_until_slow: sequential while quick, concurrent once the store shows latency
 
 

@@ -313,3 +313,56 @@ def test_a_shard_still_being_written_into_is_not_written_behind(tmp_path, monkey
     assert (stored[:4, 8:12] == 2).all() and (stored[:4, 12:16] == 3).all()
     assert (stored[:4, :4] == 4).all() and (stored[4:] == 1).all() and (stored[:4, 4:8] == 1).all()
     engine.close()
+
+
+class _CountingSets(LocalStore):
+    """A store whose sets take a while and count how many run at once."""
+
+    def __init__(self, root, width):
+        super().__init__(root)
+        self._width, self.peak, self._busy, self._lock = width, 0, 0, threading.Lock()
+
+    @property
+    def set_width(self):
+        return self._width
+
+    def _stage(self, key, pieces):
+        with self._lock:
+            self._busy += 1
+            self.peak = max(self.peak, self._busy)
+        try:
+            time.sleep(0.01)
+            return super()._stage(key, pieces)
+        finally:
+            with self._lock:
+                self._busy -= 1
+
+
+@pytest.mark.parametrize("width", [1, 2, None])
+def test_a_flush_stores_at_most_the_stores_set_width_objects_at_once(tmp_path, width):
+    zarr.create_array(str(tmp_path / "a"), shape=(16, 64), chunks=(1, 64), dtype="<f8")
+    store = _CountingSets(tmp_path / "a", width)
+    engine = Engine(cache_size=16 << 20, threads=6)
+    try:
+        arr = open_array(store, "", engine)
+        arr.write(0, np.arange(16 * 64, dtype="<f8").tobytes())
+        arr.flush()
+    finally:
+        engine.close()
+    if width is None:
+        assert store.peak > 2  # the engine's threads and the caller
+    else:
+        assert store.peak == width
+    assert (zarr.open_array(str(tmp_path / "a"))[...] == np.arange(16 * 64).reshape(16, 64)).all()
+
+
+def test_the_directory_store_bounds_its_sets_on_a_local_disk(tmp_path):
+    from zarrfs.core.stores.directio import direct_capable
+
+    store = LocalStore(tmp_path)
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        local = direct_capable(fd)
+    finally:
+        os.close(fd)
+    assert store.set_width == (2 * (os.cpu_count() or 1) if local else None)

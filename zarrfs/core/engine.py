@@ -146,36 +146,51 @@ class Engine:
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.open_chunks.clear()
 
-    def run_all(self, calls: Sequence[Callable[[], Any]]) -> list[Future[Any]]:
-        """Run every call and return their finished futures (result or exception).
+    def run_all(
+        self, calls: Sequence[Callable[[], Any]], width: int | None = None
+    ) -> list[Future[Any]]:
+        """Run every call and return their finished futures (result or exception), in order.
 
-        The first call runs in the calling thread, the others in the engine's threads. Once
-        its own call is done, the caller takes back, one after the other, every call still
-        queued (not yet started by a pool thread) and runs it itself; only then does it wait
-        for the calls the pool started. So the caller works beside the pool instead of waiting
-        on the pool's current call while the next ones queue (waiting in order, with one pool
-        thread, ran every call but the first in that thread), and when every pool thread is
-        blocked (a store that never answers), work of other arrays still finishes instead of
-        queueing behind it.
+        The calling thread runs calls too: the first, then, once it is done, every call no pool
+        thread has started yet, one after the other; only then does it wait for the calls the
+        pool started. So the caller works beside the pool instead of waiting on the pool's
+        current call while the next ones queue, and when every pool thread is blocked (a store
+        that never answers), work of other arrays still finishes instead of queueing behind it.
+
+        ``width`` bounds how many calls run at once (the caller included; default: the pool's
+        threads and the caller): the pool then runs ``width - 1`` runners that take the calls
+        in order from a list shared with the caller. Calls that mostly hold the interpreter
+        lock gain nothing from more threads than CPUs, and lose to the switching between them.
         """
-        queued = [self.executor.submit(call) for call in calls[1:]]
-        done = [_run_here(call) for call in calls[:1]]
-        for i, (call, fut) in enumerate(zip(calls[1:], queued, strict=True)):
-            if fut.cancel():
-                queued[i] = _run_here(call)
-        for fut in queued:
-            fut.exception()  # started by a pool thread: wait for it
-        return done + queued
+        out: list[Future[Any]] = [Future() for _ in calls]
+        if not calls:
+            return out
+        lock = threading.Lock()
+        todo = iter(range(len(calls)))
+
+        def run_queued() -> None:
+            while True:
+                with lock:
+                    i = next(todo, None)
+                if i is None:
+                    return
+                _run_into(calls[i], out[i])
+
+        runners = min(len(calls), width or len(calls)) - 1
+        started = [self.executor.submit(run_queued) for _ in range(runners)]
+        run_queued()
+        for runner in started:
+            if not runner.cancel():
+                runner.exception()  # started: it ends once the list is empty
+        return out
 
 
-def _run_here(call: Callable[[], Any]) -> Future[Any]:
-    """``call()`` in this thread, as a finished future."""
-    fut: Future[Any] = Future()
+def _run_into(call: Callable[[], Any], fut: Future[Any]) -> None:
+    """``call()`` in this thread, its result or exception set on ``fut``."""
     try:
         fut.set_result(call())
     except BaseException as exc:
         fut.set_exception(exc)
-    return fut
 
 
 #: a call slower than this waited on the store (computing what one node or view needs takes

@@ -6,7 +6,8 @@ Invariants:
   what is stored is a stable array;
 - group commit: the jobs of one flush stage their objects in one ``StoreGroup`` (the
   directory store writes and fsyncs temporary files), then the group is committed (renames,
-  one fsync per directory); nothing is marked clean before that commit returned;
+  one fsync per directory); nothing is marked clean before that commit returned; at most the
+  store's ``set_width`` jobs run at once;
 - a unit is marked clean (``_commit``) only if the stored array is still its dirty copy, and
   only after the store has its bytes; the stored array then goes to the cache and the epoch
   advances, so loads that overlapped the commit are not cached;
@@ -170,7 +171,7 @@ class Flushing(ReadPath):
         try:
             group = self._io.group()
             jobs = [functools.partial(self._units.store, o, b, group) for o, b in batches]
-            done = self.engine.run_all(jobs)
+            done = self.engine.run_all(jobs, width=self._io.set_width)
             errors = [exc for f in done if (exc := f.exception()) is not None]
             group.commit()
         except BaseException:

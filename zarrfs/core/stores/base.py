@@ -144,6 +144,11 @@ class Store(ABC):
     streams_sets: bool = False
     #: ``open_reader`` reads straight into the caller's buffers (no copy of the whole object)
     reads_into: bool = False
+    #: at most this many objects of one flush are encoded and stored at once (None: as many
+    #: as the engine has threads). A store whose sets are this process's own work and local
+    #: I/O sets it near the CPU count: more threads only take turns holding the interpreter
+    #: lock; a store that waits on a network wants them all
+    set_width: int | None = None
 
     @abstractmethod
     def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:

@@ -56,6 +56,7 @@ from zarrfs.core.stores.base import (
     resolve_range,
 )
 from zarrfs.core.stores.beneath import open_beneath
+from zarrfs.core.stores.directio import direct_capable
 from zarrfs.core.stores.fileio import FileReader, pread_all
 from zarrfs.core.stores.leftovers import claim
 from zarrfs.core.stores.localgroup import (
@@ -64,6 +65,7 @@ from zarrfs.core.stores.localgroup import (
     LocalTemp,
     Pieces,
     Staged,
+    close_all,
     commit_staged,
     create_temp,
     discard_staged,
@@ -143,6 +145,16 @@ class LocalStore(LocalListing, Store):
         if self._read_ahead is not None:
             self._read_ahead.send(prefixes)
 
+    @property
+    def set_width(self) -> int | None:  # type: ignore[override]
+        """Twice the CPUs on a local disk file system (``directio.DIRECT_FS``), where a flush's
+        sets are this process's own work; elsewhere unbounded (``Store.set_width``)."""
+        if self._set_width is None:
+            self._set_width = 2 * (os.cpu_count() or 1) if direct_capable(self._root()) else 0
+        return self._set_width or None
+
+    _set_width: int | None = None  # once known (0: unbounded)
+
     def close(self) -> None:
         helper, self._read_ahead = self._read_ahead, None
         if helper is not None:
@@ -218,11 +230,11 @@ class LocalStore(LocalListing, Store):
             for name in parts:
                 fd = self._open_child_dir(fds[-1], name, key, create)
                 if fd is None:
-                    _close_all(fds)
+                    close_all(fds)
                     return None
                 fds.append(fd)
         except BaseException:
-            _close_all(fds)
+            close_all(fds)
             raise
         return fds
 
@@ -489,14 +501,9 @@ class LocalStore(LocalListing, Store):
                 os.fsync(fds[-1])
                 _prune_empty(fds, parts)
             finally:
-                _close_all(fds)
+                close_all(fds)
         except OSError as exc:
             raise self._error(key, exc) from exc
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        os.close(fd)
 
 
 def _prune_empty(fds: list[int], parts: list[str]) -> None:

@@ -143,7 +143,7 @@ def publish(
         os.fsync(dir_fd)
     finally:
         if replaced:
-            _closer.submit(_close_all, replaced)
+            _closer.submit(close_all, replaced)
 
 
 #: at most this many files replaced by one ``publish`` are held open until after it
@@ -175,7 +175,8 @@ def _hold(dir_fd: int, names: Sequence[str]) -> list[int]:
     return held
 
 
-def _close_all(fds: list[int]) -> None:
+def close_all(fds: list[int]) -> None:
+    """Close every descriptor of ``fds``."""
     for fd in fds:
         os.close(fd)
 

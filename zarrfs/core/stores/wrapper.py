@@ -55,6 +55,10 @@ class StoreWrapper(Store):
     def reads_into(self) -> bool:  # type: ignore[override]
         return self.inner.reads_into
 
+    @property
+    def set_width(self) -> int | None:  # type: ignore[override]
+        return self.inner.set_width
+
     def get(self, key: str, byte_range: RangeRequest = None) -> bytes | None:
         return self.inner.get(key, byte_range)
 
