@@ -80,9 +80,8 @@ def test_answers_equal_either_way(tree: Path, mode: str) -> None:
         store.list_dir("innerlink/")
 
 
-@needs_openat2
-def test_a_nested_key_is_resolved_in_one_call(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = LocalStore(tree)
+def _count_opens(store: LocalStore, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The names ``os.open`` is called with from now on (the store's root opened first)."""
     store.get("zarr.json")  # opens the root once
     opened: list[object] = []
     real_open = os.open
@@ -92,6 +91,13 @@ def test_a_nested_key_is_resolved_in_one_call(tree: Path, monkeypatch: pytest.Mo
         return real_open(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "open", counting_open)
+    return opened
+
+
+@needs_openat2
+def test_a_nested_key_is_resolved_in_one_call(tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = LocalStore(tree)
+    opened = _count_opens(store, monkeypatch)
     assert store.get("a/c/0/0") == b"12345678"
     assert store.version("b/deep/er/x") is not None
     assert store.list_dir("b/deep/") == ([], ["er"])
@@ -103,15 +109,7 @@ def test_a_set_into_an_existing_directory_opens_it_in_one_call(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = LocalStore(tree)
-    store.get("zarr.json")  # opens the root once
-    opened: list[object] = []
-    real_open = os.open
-
-    def counting_open(*args: object, **kwargs: object) -> int:
-        opened.append(args[0])
-        return real_open(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "open", counting_open)
+    opened = _count_opens(store, monkeypatch)
     store.set("b/deep/er/x", b"new")
     assert all(str(name).startswith(TEMP_PREFIX) for name in opened)  # no directory walked
     store.set("b/deep/new/dir/y", b"made")  # missing directories: walked and created
