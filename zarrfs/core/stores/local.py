@@ -148,12 +148,9 @@ class LocalStore(LocalListing, Store):
     @property
     def set_width(self) -> int | None:  # type: ignore[override]
         """Twice the CPUs on a local disk file system (``directio.DIRECT_FS``), where a flush's
-        sets are this process's own work; elsewhere unbounded (``Store.set_width``)."""
-        if self._set_width is None:
-            self._set_width = 2 * (os.cpu_count() or 1) if direct_capable(self._root()) else 0
-        return self._set_width or None
-
-    _set_width: int | None = None  # once known (0: unbounded)
+        sets are this process's own work; elsewhere unbounded (``Store.set_width``). Asked once
+        per flush: ``direct_capable`` keeps its answer per device."""
+        return 2 * (os.cpu_count() or 1) if direct_capable(self._root()) else None
 
     def close(self) -> None:
         helper, self._read_ahead = self._read_ahead, None
