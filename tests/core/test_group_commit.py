@@ -18,8 +18,8 @@ import zarr
 from zarrfs.core.array import Engine
 from zarrfs.core.errors import StoreError
 from zarrfs.core.hierarchy import open_array
-from zarrfs.core.stores.local import TEMP_PREFIX, LocalStore
-from zarrfs.core.stores.localgroup import LocalGroup
+from zarrfs.core.stores.local import LocalStore
+from zarrfs.core.stores.localgroup import TEMP_PREFIX, LocalGroup
 
 SHAPE = (8, 8, 8)
 

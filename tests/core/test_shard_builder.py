@@ -16,7 +16,8 @@ from test_group_commit import settle, staged_keys
 from zarrfs.core.array import Engine
 from zarrfs.core.errors import StoreError
 from zarrfs.core.hierarchy import open_array
-from zarrfs.core.stores.local import TEMP_PREFIX, LocalStore
+from zarrfs.core.stores.local import LocalStore
+from zarrfs.core.stores.localgroup import TEMP_PREFIX
 
 # 2 shards (8, 8, 64) along y, each 2 x 2 inner chunks (4, 4, 64) of 4 KiB (float32)
 SHAPE = (8, 16, 64)

@@ -304,7 +304,8 @@ class TestStreamedRewrite:
         assert index is not None and index.same_as(stored)
 
     def test_a_short_kept_range_stores_nothing(self, tmp_path) -> None:
-        from zarrfs.core.stores.local import TEMP_PREFIX, LocalStore
+        from zarrfs.core.stores.local import LocalStore
+        from zarrfs.core.stores.localgroup import TEMP_PREFIX
 
         store = LocalStore(tmp_path)
         codec = sharding([2, 2], codecs=[BYTES_LE, GZIP])

@@ -16,7 +16,8 @@ from test_store_contract import REFERENCE, StoreContract
 
 from zarrfs.core.errors import ReadOnlyError, StoreError
 from zarrfs.core.stores.base import ByteRange, Store, SuffixRange
-from zarrfs.core.stores.local import TEMP_PREFIX, LocalStore
+from zarrfs.core.stores.local import LocalStore
+from zarrfs.core.stores.localgroup import TEMP_PREFIX
 
 
 def fill(root: Path, contents: dict[str, bytes]) -> None:

@@ -13,7 +13,8 @@ import pytest
 from zarrfs.core.errors import StoreError
 from zarrfs.core.stores import beneath
 from zarrfs.core.stores.base import Store
-from zarrfs.core.stores.local import TEMP_PREFIX, LocalStore
+from zarrfs.core.stores.local import LocalStore
+from zarrfs.core.stores.localgroup import TEMP_PREFIX
 
 needs_openat2 = pytest.mark.skipif(not beneath.available(), reason="no openat2 here")
 

@@ -11,17 +11,11 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
-from zarrfs.core.errors import StoreError
 from zarrfs.core.stores.leftovers import alone, leftover, remove_leftovers
 from zarrfs.core.stores.localgroup import TEMP_PREFIX
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class SymlinkRefused(StoreError):
-    """A key component is a symbolic link (never followed)."""
+from zarrfs.core.stores.localpaths import DIR_FLAGS, LocalPaths, SymlinkRefused
 
 
 def _listed(name: str) -> bool:
@@ -47,25 +41,12 @@ def _read_dir(dir_fd: int) -> tuple[list[os.DirEntry[str]], list[str], list[str]
     return files, dirs, temps
 
 
-class LocalListing:
+class LocalListing(LocalPaths):
     """``list_dir``, ``list_prefix`` and ``list_sizes`` over ``_open_dir`` (a mixin)."""
-
-    # provided by LocalStore
-    def _open_dir(self, parts: Sequence[str], key: str, *, create: bool) -> int | None:
-        raise NotImplementedError
-
-    def _prefix_parts(self, prefix: str) -> list[str]:
-        raise NotImplementedError
-
-    def _error(self, key: str, exc: OSError) -> StoreError:
-        raise NotImplementedError
 
     #: this store holds its lock on the root (``leftovers``): listings remove the leftovers
     #: of dead writers they meet while no other writer is open
     _locked = False
-
-    def _root(self) -> int:
-        raise NotImplementedError
 
     def _entries(self, dir_fd: int, where: str) -> tuple[list[os.DirEntry[str]], list[str]]:
         """``_read_dir`` of the directory ``where``, removing the leftovers met."""
@@ -148,7 +129,7 @@ class LocalListing:
                 out.append((f"{base}/{entry.name}" if base else entry.name, st.st_size))
         for name in subdirs:
             try:
-                fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+                fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
             except OSError:  # removed, or replaced by a link, since it was listed: skipped
                 continue
             try:
