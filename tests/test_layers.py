@@ -5,7 +5,9 @@
 - codecs and stores do not import each other;
 - no import cycles between zarrfs modules. Every import statement counts, at module level or
   inside a function (a function-level import does not make a cycle go away, it only hides it),
-  except those under ``if TYPE_CHECKING:``, which never run.
+  except those under ``if TYPE_CHECKING:``, which never run;
+- no module longer than ``MAX_LINES`` (a module a newcomer can read whole; split one that
+  grows past it along a seam its docstring can name).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def _module_name(path: Path) -> str:
 
 
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+MAX_LINES = 500
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -160,3 +163,15 @@ def test_codecs_and_stores_do_not_import_each_other(layer: str, other: str) -> N
 
 def test_no_import_cycles() -> None:
     assert _cycles(_edges(skip_type_checking=True)) == []
+
+
+def _line_counts() -> dict[str, int]:
+    return {
+        name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()
+    }
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    counts = _line_counts()
+    assert counts["zarrfs.core.array"] > 10  # the counts are of the real sources
+    assert {name: n for name, n in counts.items() if n > MAX_LINES} == {}
