@@ -79,7 +79,8 @@ and ``bench_misc`` (rows 6, 7, the profiles), over ``bench_base`` (state shared 
 Below them: ``bench_machine`` (helpers, mounts, the load gate and probes), ``bench_data`` (the
 data, the peers' engines) and ``bench_report`` (rows, target rules, the report's header);
 ``bench_ceiling``, ``floorfs``, ``write_floor.py`` and ``listing_floor.py`` measure ceilings
-and floors. The names other code uses are re-exported here (``__all__``).
+and floors; ``bench_stalls`` times one more cold read piece by piece (where it waits). The
+names other code uses are re-exported here (``__all__``).
 
 Invariants: the script never leaves a mount or a process behind (every mount is unmounted in a
 ``finally``/``atexit`` path: ``zarrfs umount``, then ``fusermount3 -u -z``, then the daemon's own

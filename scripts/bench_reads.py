@@ -3,14 +3,15 @@ cold and warm (``raw_reference``, once per run: the rates rows 1, 2 and 10 compa
 the CPU capacity); per variant the sequential reads and the daemon's peak RSS (rows 1, 2, 5:
 ``sequential``), the random 4 KiB reads (row 3: ``random_reads``), the TIFF view (row 8:
 ``tiff_read``), ``group.nc`` through netCDF4-python (row 9: ``netcdf_read``), and the ceiling
-of a cold read here (row 10: ``ceiling``, from ``bench_ceiling``).
+of a cold read here (row 10: ``ceiling``, from ``bench_ceiling``). Row 1's ``cat`` notes also
+say where one more cold read waits (``bench_stalls``).
 
 Invariants: ``raw_reference`` runs before the rows that compare with the plain file, and
 ``ceiling`` after ``sequential`` of the same variant (it reports row 1's rates); a row that
 reads the whole array through the mount compares the bytes with the plain file's and says so
 in its notes, never raising; the ceiling is used only where its serving pass loaded no unit.
-Imports only ``bench_machine``, ``bench_data``, ``bench_report``, ``bench_base`` and
-``bench_ceiling`` / ``floorfs`` among the bench's modules.
+Imports only ``bench_machine``, ``bench_data``, ``bench_report``, ``bench_base``,
+``bench_stalls`` and ``bench_ceiling`` / ``floorfs`` among the bench's modules.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from bench_machine import (
     timed,
 )
 from bench_report import CEILING_TARGET, Row, fromfile_target, mibps, within_ceiling
+from bench_stalls import analyse, describe, disk_of, timed_pieces
 from floorfs import children_cpu, proc_cpu
 
 
@@ -130,6 +132,10 @@ class ReadsMixin(BenchBase):
         # again on the next touch), and no reader should always be the one that meets it
         rotated_rounds([zarrfs_cat, zarrfs_np, zarr_python, tensorstore, plain_file], reps)
         peak, identical = state["peak"], state["identical"]
+        # one more cold read, untimed for the rows: where it waits (scripts/bench_stalls.py)
+        self.cold()
+        with self.mount(store) as m:
+            stalls = analyse(*timed_pieces(m.mnt / ARRAY / "data.raw", disk_of(store)))
         rate = {k: mibps(n, median(secs)) for k, secs in t.items()}
         wall = median(t["cat"])
         busy = (median(cpu["daemon"]) + median(cpu["cat"])) / wall
@@ -160,7 +166,7 @@ class ReadsMixin(BenchBase):
                 f"in this row's rounds: {again:.0f} MiB/s ({rate[key] / again:.2f}×)"
             )
             if key == "cat":
-                notes.append(cpu_note)
+                notes += [cpu_note, describe(stalls)]
             else:
                 notes.append(
                     "bytes identical to src.raw" if identical else "**bytes DIFFER from src.raw**"
