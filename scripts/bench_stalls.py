@@ -52,8 +52,8 @@ class Stalls:
 def analyse(ends: list[float], samples: list[tuple[float, int]], piece: int = PIECE) -> Stalls:
     """``ends``: the end time of each piece from the start of the read; ``samples``: (time
     from the start, reads in flight) of the disk. Pieces of no time are ignored (end of file)."""
-    spans = [(i, ends[i - 1] if i else 0.0, t) for i, t in enumerate(ends)]
-    spans = [s for s in spans if s[2] > s[1]]
+    starts = [0.0, *ends[:-1]]
+    spans = [(i, s, e) for i, (s, e) in enumerate(zip(starts, ends)) if e > s]
     total = ends[-1] if ends else 0.0
     if not spans:
         return Stalls(total, 0.0)

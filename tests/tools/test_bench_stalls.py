@@ -21,10 +21,9 @@ def test_waits_are_the_slow_pieces_charged_to_the_disk_or_the_daemon() -> None:
     widths = [0.002] * 10
     widths[3], widths[7] = 0.022, 0.012
     ends = [sum(widths[: i + 1]) for i in range(10)]
-    samples = [(t / 1000, 0) for t in range(int(ends[-1] * 1000) + 1)]
-    samples = [
-        (t, 4 if ends[2] <= t < ends[3] else 0) for t, _ in samples
-    ]  # the disk reads only during the fourth piece
+    # a sample each ms; the disk reads only during the fourth piece
+    times = [ms / 1000 for ms in range(int(ends[-1] * 1000) + 1)]
+    samples = [(t, 4 if ends[2] <= t < ends[3] else 0) for t in times]
     s = bench_stalls.analyse(ends, samples, piece=4 * MiB)
     assert s.median_piece == pytest.approx(0.002)
     assert [off for off, _ in s.waits] == [12 * MiB, 28 * MiB]
