@@ -41,7 +41,14 @@ from bench_machine import (
     sh,
     timed,
 )
-from bench_report import CEILING_TARGET, Row, fromfile_target, mibps, within_ceiling
+from bench_report import (
+    CEILING_TARGET,
+    Row,
+    fromfile_target,
+    mibps,
+    rounds_note,
+    within_ceiling,
+)
 from bench_stalls import analyse, describe, disk_of, timed_pieces
 from floorfs import children_cpu, proc_cpu
 
@@ -166,7 +173,8 @@ class ReadsMixin(BenchBase):
                 f"in this row's rounds: {again:.0f} MiB/s ({rate[key] / again:.2f}×)"
             )
             if key == "cat":
-                notes += [cpu_note, describe(stalls)]
+                readers = {"zarrfs cat": t["cat"], "zarr-python": t["zp"], "tensorstore": t["ts"]}
+                notes += [cpu_note, rounds_note(n, readers, cpu["daemon"]), describe(stalls)]
             else:
                 notes.append(
                     "bytes identical to src.raw" if identical else "**bytes DIFFER from src.raw**"

@@ -1,7 +1,8 @@
 """The bench's results and its report: rows, the rules their targets follow, the report's
 header lines.
 
-- ``Row`` (one measurement and its ratio against the best peer), ``markdown_table``, ``mibps``;
+- ``Row`` (one measurement and its ratio against the best peer), ``markdown_table``, ``mibps``,
+  ``rounds_note`` (each round's figures of a cold read);
 - the ceiling rule: ``CEILING_SHARE``, ``CEILING_TARGET``, ``within_ceiling``,
   ``fromfile_target``;
 - the header: ``probe_summary``, ``environment``; the profiles: ``summarize_profile``
@@ -175,6 +176,21 @@ def fromfile_target(
         return target, met
     target += f", or ≥ 0.9× the plain file read the same way ({plain:.0f}) where it is below"
     return target, bool(met) or within_ceiling(rate, best_peer, plain)
+
+
+def rounds_note(nbytes: int, secs: dict[str, list[float]], daemon_cpu: list[float]) -> str:
+    """Each round's figures of a cold read, in the order the rounds ran: the median a row
+    reports can hide one round's slow read (the host slows this VM unseen by its load), and
+    the daemon's CPU beside zarrfs' rate tells a slower daemon from a slower disk. ``secs``
+    maps a reader's name to its seconds per round; ``daemon_cpu`` is zarrfs' daemon CPU per
+    round, the rounds of the first reader."""
+    parts = []
+    for i, (name, times) in enumerate(secs.items()):
+        rates = [f"{mibps(nbytes, s):.0f}" for s in times]
+        if i == 0:
+            rates = [f"{r} ({c:.2f} s daemon CPU)" for r, c in zip(rates, daemon_cpu, strict=True)]
+        parts.append(f"{name} {', '.join(rates)}")
+    return "each round, MiB/s: " + "; ".join(parts)
 
 
 def probe_summary(samples: list[LoadSample]) -> str:

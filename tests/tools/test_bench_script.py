@@ -47,6 +47,18 @@ def test_fromfile_meets_the_plain_file_ceiling_only_where_that_is_below_the_peer
     assert bench.fromfile_target("t", True, 1500.0, 1400.0, 1450.0) == ("t", True)
 
 
+def test_the_rounds_note_gives_every_round_in_order_with_the_daemon_cpu() -> None:
+    mib = 1 << 20
+    secs = {"zarrfs cat": [0.5, 1.0, 0.25], "tensorstore": [0.4, 0.5, 2.0]}
+    note = bench_report.rounds_note(512 * mib, secs, [0.6, 1.1, 0.5])
+    assert note == (
+        "each round, MiB/s: zarrfs cat 1024 (0.60 s daemon CPU), 512 (1.10 s daemon CPU), "
+        "2048 (0.50 s daemon CPU); tensorstore 1280, 1024, 256"
+    )
+    with pytest.raises(ValueError):  # a daemon CPU figure for each round of zarrfs' reads
+        bench_report.rounds_note(512 * mib, secs, [0.6, 1.1])
+
+
 def test_each_round_starts_with_another_step() -> None:
     ran: list[str] = []
     steps = [lambda name=name: ran.append(name) for name in "abc"]
