@@ -173,8 +173,12 @@ class ReadsMixin(BenchBase):
                 f"in this row's rounds: {again:.0f} MiB/s ({rate[key] / again:.2f}×)"
             )
             if key == "cat":
-                readers = {"zarrfs cat": t["cat"], "zarr-python": t["zp"], "tensorstore": t["ts"]}
-                notes += [cpu_note, rounds_note(n, readers, cpu["daemon"]), describe(stalls)]
+                peers = {"zarr-python": t["zp"], "tensorstore": t["ts"]}
+                notes += [
+                    cpu_note,
+                    rounds_note(n, t["cat"], cpu["daemon"], peers),
+                    describe(stalls),
+                ]
             else:
                 notes.append(
                     "bytes identical to src.raw" if identical else "**bytes DIFFER from src.raw**"

@@ -178,18 +178,22 @@ def fromfile_target(
     return target, bool(met) or within_ceiling(rate, best_peer, plain)
 
 
-def rounds_note(nbytes: int, secs: dict[str, list[float]], daemon_cpu: list[float]) -> str:
+def rounds_note(
+    nbytes: int, zarrfs: list[float], daemon_cpu: list[float], peers: dict[str, list[float]]
+) -> str:
     """Each round's figures of a cold read, in the order the rounds ran: the median a row
     reports can hide one round's slow read (the host slows this VM unseen by its load), and
-    the daemon's CPU beside zarrfs' rate tells a slower daemon from a slower disk. ``secs``
-    maps a reader's name to its seconds per round; ``daemon_cpu`` is zarrfs' daemon CPU per
-    round, the rounds of the first reader."""
-    parts = []
-    for i, (name, times) in enumerate(secs.items()):
-        rates = [f"{mibps(nbytes, s):.0f}" for s in times]
-        if i == 0:
-            rates = [f"{r} ({c:.2f} s daemon CPU)" for r, c in zip(rates, daemon_cpu, strict=True)]
-        parts.append(f"{name} {', '.join(rates)}")
+    the daemon's CPU beside zarrfs' rate tells a slower daemon from a slower disk. ``zarrfs``
+    and ``daemon_cpu``: zarrfs' seconds and its daemon's CPU seconds per round; ``peers`` maps
+    a peer's name to its seconds per round."""
+    ours = [
+        f"{mibps(nbytes, s):.0f} ({c:.2f} s daemon CPU)"
+        for s, c in zip(zarrfs, daemon_cpu, strict=True)
+    ]
+    parts = [f"zarrfs cat {', '.join(ours)}"]
+    parts += [
+        f"{name} {', '.join(f'{mibps(nbytes, s):.0f}' for s in t)}" for name, t in peers.items()
+    ]
     return "each round, MiB/s: " + "; ".join(parts)
 
 

@@ -49,14 +49,14 @@ def test_fromfile_meets_the_plain_file_ceiling_only_where_that_is_below_the_peer
 
 def test_the_rounds_note_gives_every_round_in_order_with_the_daemon_cpu() -> None:
     mib = 1 << 20
-    secs = {"zarrfs cat": [0.5, 1.0, 0.25], "tensorstore": [0.4, 0.5, 2.0]}
-    note = bench_report.rounds_note(512 * mib, secs, [0.6, 1.1, 0.5])
+    zarrfs, peers = [0.5, 1.0, 0.25], {"tensorstore": [0.4, 0.5, 2.0]}
+    note = bench_report.rounds_note(512 * mib, zarrfs, [0.6, 1.1, 0.5], peers)
     assert note == (
         "each round, MiB/s: zarrfs cat 1024 (0.60 s daemon CPU), 512 (1.10 s daemon CPU), "
         "2048 (0.50 s daemon CPU); tensorstore 1280, 1024, 256"
     )
     with pytest.raises(ValueError):  # a daemon CPU figure for each round of zarrfs' reads
-        bench_report.rounds_note(512 * mib, secs, [0.6, 1.1])
+        bench_report.rounds_note(512 * mib, zarrfs, [0.6, 1.1], peers)
 
 
 def test_each_round_starts_with_another_step() -> None:
