@@ -37,6 +37,8 @@ class Stalls:
 
     total: float
     median_piece: float
+    #: bytes per piece
+    piece: int = PIECE
     #: (offset of the piece, seconds it took beyond the median) for each wait
     waits: list[tuple[int, float]] = field(default_factory=list)
     #: the part of the waits during which the disk had reads in flight (the rest: the daemon)
@@ -56,9 +58,9 @@ def analyse(ends: list[float], samples: list[tuple[float, int]], piece: int = PI
     spans = [(i, s, e) for i, (s, e) in enumerate(zip(starts, ends)) if e > s]
     total = ends[-1] if ends else 0.0
     if not spans:
-        return Stalls(total, 0.0)
+        return Stalls(total, 0.0, piece)
     med = median(e - s for _, s, e in spans)
-    out = Stalls(total, med)
+    out = Stalls(total, med, piece)
     for i, start, end in spans:
         if end - start <= STALL_FACTOR * med:
             continue
@@ -75,12 +77,12 @@ def analyse(ends: list[float], samples: list[tuple[float, int]], piece: int = PI
 def describe(s: Stalls) -> str:
     """One note for a row: the read, its waits, and what they waited on."""
     mib = 1 << 20
-    rate = PIECE / mib / s.median_piece if s.median_piece else 0.0
+    rate = s.piece / mib / s.median_piece if s.median_piece else 0.0
     where = ", ".join(f"{off // mib}" for off, _ in s.waits[:12])
     more = f" and {len(s.waits) - 12} more" if len(s.waits) > 12 else ""
     waits = f"{len(s.waits)} wait" + ("s" if len(s.waits) != 1 else "")
     return (
-        f"where a cold read waits (one more cold read in {PIECE // mib} MiB pieces, "
+        f"where a cold read waits (one more cold read in {s.piece // mib} MiB pieces, "
         f"scripts/bench_stalls.py): {s.total:.2f} s, a piece not waiting "
         f"{s.median_piece * 1e3:.1f} ms ({rate:.0f} MiB/s); {s.waited * 1e3:.0f} ms in "
         f"{waits} (at MiB {where or '-'}{more}), {s.on_disk * 1e3:.0f} ms of them with the "
