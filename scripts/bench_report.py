@@ -4,14 +4,15 @@ header lines.
 - ``Row`` (one measurement and its ratio against the best peer), ``markdown_table``, ``mibps``,
   ``rounds_note`` (each round's figures of a cold read);
 - the ceiling rule: ``CEILING_SHARE``, ``CEILING_TARGET``, ``within_ceiling``,
-  ``fromfile_target``;
+  ``storage_slowed``, ``fromfile_target``;
 - the header: ``probe_summary``, ``environment``; the profiles: ``summarize_profile``
   (``IDLE_LEAVES``); strace logs: ``sum_pread``.
 
 Invariants: bookkeeping only: nothing here mounts, drops caches or times anything
 (``environment`` only asks git and the system); a ratio is always zarrfs over the best peer,
 the best being the higher for throughputs and the lower for latencies and times
-(``Row.higher``); a ceiling meets a row only where it is below the best peer. Imports only
+(``Row.higher``); a ceiling meets a row only where it is below the best peer, and a cold-read
+ceiling only where its storage pass was no slower than the best peer's whole read. Imports only
 ``bench_machine`` and ``bench_data`` among the bench modules.
 """
 
@@ -163,6 +164,14 @@ CEILING_TARGET = "≥ 1.0× best peer, or ≥ 0.9× the ceiling where the ceilin
 def within_ceiling(rate: float, best_peer: float | None, ceiling: float) -> bool:
     """True if ``ceiling`` is below the best peer and ``rate`` reaches ``CEILING_SHARE`` of it."""
     return best_peer is not None and ceiling < best_peer and rate >= CEILING_SHARE * ceiling
+
+
+def storage_slowed(storage_seconds: float, nbytes: int, best_peer: float | None) -> bool:
+    """True if a cold-read ceiling's storage pass (the array's chunk files read cold by one
+    ``cat``) took longer than the best peer's whole cold read of the array (``nbytes`` at
+    ``best_peer`` MiB/s), which reads the same chunk files from the same disk: the pass was
+    slowed (the host, the disk), so the ceiling it gives is no upper bound and meets no row."""
+    return best_peer is not None and best_peer > 0 and storage_seconds * best_peer * MiB > nbytes
 
 
 def fromfile_target(

@@ -47,6 +47,36 @@ def test_fromfile_meets_the_plain_file_ceiling_only_where_that_is_below_the_peer
     assert bench.fromfile_target("t", True, 1500.0, 1400.0, 1450.0) == ("t", True)
 
 
+def test_a_storage_pass_slower_than_the_best_peers_whole_read_is_slowed() -> None:
+    mib = 1 << 20
+    # the best peer read 512 MiB cold in 0.32 s (1600 MiB/s), chunk files included
+    assert bench_report.storage_slowed(0.41, 512 * mib, 1600.0)
+    assert not bench_report.storage_slowed(0.30, 512 * mib, 1600.0)
+    assert not bench_report.storage_slowed(0.41, 512 * mib, None)
+
+
+@pytest.mark.parametrize("storage_s, met", [(0.41, False), (0.15, True)])
+def test_a_cold_read_ceiling_from_a_slowed_storage_pass_meets_no_row(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, storage_s: float, met: bool
+) -> None:
+    """A ceiling below the best peer meets row 10 at 0.9× of it, but a ceiling whose storage
+    pass (the same chunk files from the same disk) took longer than the best peer's whole
+    cold read is no upper bound: the row is then met only by the peer ratio."""
+    import argparse
+
+    cfg = bench_data.Config("t", (128, 1024, 1024), chunks=(64, 256, 256))  # 512 MiB
+    args = argparse.Namespace(repeat=1, python=sys.executable, cache_size="64M", mount_options="")
+    gate = bench.LoadGate(busy_limit=1.0, wait=0.0, window=0.0)
+    b = bench.Bench(args, cfg, tmp_path, tmp_path / "mnt", gate=gate)
+    # zarrfs 1150, the best peer 1600 (0.32 s), a ceiling of 1060 (below the peer)
+    b.seq_rates["blosc"] = {"cat": 1150.0, "np": 500.0, "zp": 300.0, "ts": 1600.0}
+    monkeypatch.setattr(b, "_decoded_ceiling", lambda store, notes: (1060.0, True, storage_s))
+    b.ceiling("blosc", tmp_path)
+    (row,) = b.rows
+    assert row.met is met
+    assert ("no ceiling used" in row.notes) is not met
+
+
 def test_the_rounds_note_gives_every_round_in_order_with_the_daemon_cpu() -> None:
     mib = 1 << 20
     zarrfs, peers = [0.5, 1.0, 0.25], {"tensorstore": [0.4, 0.5, 2.0]}
@@ -272,7 +302,8 @@ def test_the_bytes_ceiling_serves_the_chunk_files_from_the_page_cache(
 
     monkeypatch.setattr(bench_reads, "cat_file", cat_file)
     notes: list[str] = []
-    ceiling = b._bytes_ceiling(store, notes)
+    ceiling, storage_s = b._bytes_ceiling(store, notes)
+    assert storage_s > 0
     assert all(seen["cached"])
     assert seen["served"]["bytes_served"] == cfg.nbytes
     assert seen["served"].get("chunks_decoded", 0) == 0  # direct reads: no unit decoded
@@ -317,8 +348,9 @@ def test_the_decoded_ceiling_reads_every_chunk_file_cold(
 
     monkeypatch.setattr(bench_reads, "cat_files", cat_files)
     notes: list[str] = []
-    ceiling, clean = b._decoded_ceiling(store, notes)
+    ceiling, clean, storage_s = b._decoded_ceiling(store, notes)
     assert clean
+    assert 0.3 <= storage_s < 0.6  # the fastest storage pass
     assert not delays
     assert events[:6] == ["cold", "cat"] * 3
     n = cfg.nbytes
