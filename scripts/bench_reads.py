@@ -47,7 +47,7 @@ from bench_report import (
     fromfile_target,
     mibps,
     rounds_note,
-    storage_slowed,
+    unbounded_parts,
     within_ceiling,
 )
 from bench_stalls import analyse, describe, disk_of, timed_pieces
@@ -341,18 +341,15 @@ class ReadsMixin(BenchBase):
     def ceiling(self, v: str, store: Path) -> None:
         notes: list[str] = []
         if v == "bytes":  # read straight from its chunk files: no decoded units to time
-            (ceiling, storage_s), clean = self._bytes_ceiling(store, notes), True
+            (ceiling, parts), clean = self._bytes_ceiling(store, notes), True
         else:
-            ceiling, clean, storage_s = self._decoded_ceiling(store, notes)
+            ceiling, clean, parts = self._decoded_ceiling(store, notes)
         seq = self.seq_rates.get(v, {})
         r = Row("10. cold read ceiling on this machine (MiB/s)", v, seq.get("cat"),
                 seq.get("zp"), seq.get("ts"), CEILING_TARGET)  # fmt: skip
-        if storage_slowed(storage_s, self.cfg.nbytes, r.best_peer):
-            clean = False
-            notes.append(
-                f"**its storage pass ({storage_s:.2f} s) took longer than the best peer's whole "
-                "cold read of the same chunk files: a slowed pass, no ceiling used**"
-            )
+        unbounded = unbounded_parts(parts, self.cfg.nbytes, r.best_peer)
+        clean = clean and not unbounded
+        notes += unbounded
         notes.insert(0, f"ceiling {ceiling:.0f} MiB/s")
         if r.zarrfs is not None:
             to_ceiling = r.zarrfs / ceiling
@@ -365,10 +362,12 @@ class ReadsMixin(BenchBase):
         r.notes = "; ".join(notes)
         self.add(r)
 
-    def _decoded_ceiling(self, store: Path, notes: list[str]) -> tuple[float, bool, float]:
+    def _decoded_ceiling(
+        self, store: Path, notes: list[str]
+    ) -> tuple[float, bool, dict[str, float]]:
         """The ceiling of a cold read of an array served from decoded units (MiB/s), its parts
-        added to ``notes``, whether it may be used (its serving pass loaded no unit) and its
-        storage pass's seconds."""
+        added to ``notes``, whether it may be used (its serving pass loaded no unit) and the
+        seconds of its storage and decode parts (``bench_report.unbounded_parts``)."""
         n, reps = self.cfg.nbytes, self.args.repeat
         read_t, read_cpu, stored_note, _ = self._storage_pass(store)
         mem = memory_copy(store)
@@ -418,7 +417,7 @@ class ReadsMixin(BenchBase):
                 f"once (header); CPU of the three / {self.capacity[0]:.2f} = "
                 f"{cpu_all / self.capacity[0]:.2f} s"
             )
-        return mibps(n, both), clean, read_t
+        return mibps(n, both), clean, {"storage": read_t, "decode": dec}
 
     def _storage_pass(self, store: Path) -> tuple[float, float, str, list[Path]]:
         """The storage part of a cold read's ceiling: the array's chunk files read cold by one
@@ -443,14 +442,15 @@ class ReadsMixin(BenchBase):
         )
         return read_t, read_cpu, note, chunk_files
 
-    def _bytes_ceiling(self, store: Path, notes: list[str]) -> tuple[float, float]:
+    def _bytes_ceiling(self, store: Path, notes: list[str]) -> tuple[float, dict[str, float]]:
         """The ceiling of a cold read of a ``bytes`` array (MiB/s) and its storage pass's
-        seconds, its parts added to ``notes``. Its cold reads take the chunk files' bytes
-        straight from the files (direct reads), not from decoded units, so the part that serves
-        is timed on that path: the chunk files in the page cache (read by ``cat`` just before),
-        ``data.raw``'s own page cache empty (a fresh mount); the part that reads is the chunk
-        files read cold with one ``cat`` (``_storage_pass``); both overlapped perfectly is the
-        longer of the two, or their CPU seconds spread over every core."""
+        seconds (``{"storage": s}``), its parts added to ``notes``. Its cold reads take the
+        chunk files' bytes straight from the files (direct reads), not from decoded units, so
+        the part that serves is timed on that path: the chunk files in the page cache (read by
+        ``cat`` just before), ``data.raw``'s own page cache empty (a fresh mount); the part
+        that reads is the chunk files read cold with one ``cat`` (``_storage_pass``); both
+        overlapped perfectly is the longer of the two, or their CPU seconds spread over every
+        core."""
         n = self.cfg.nbytes
         read_t, read_cpu, stored_note, chunk_files = self._storage_pass(store)
         t_serve, cpu_serve = [], []
@@ -474,4 +474,4 @@ class ReadsMixin(BenchBase):
             f"daemon + cat); both = max(storage, serve, CPU of both / {cores} cores) = "
             f"{both:.2f} s"
         )
-        return mibps(n, both), read_t
+        return mibps(n, both), {"storage": read_t}

@@ -4,15 +4,15 @@ header lines.
 - ``Row`` (one measurement and its ratio against the best peer), ``markdown_table``, ``mibps``,
   ``rounds_note`` (each round's figures of a cold read);
 - the ceiling rule: ``CEILING_SHARE``, ``CEILING_TARGET``, ``within_ceiling``,
-  ``storage_slowed``, ``fromfile_target``;
+  ``slower_than_peer`` / ``unbounded_parts``, ``fromfile_target``;
 - the header: ``probe_summary``, ``environment``; the profiles: ``summarize_profile``
   (``IDLE_LEAVES``); strace logs: ``sum_pread``.
 
 Invariants: bookkeeping only: nothing here mounts, drops caches or times anything
 (``environment`` only asks git and the system); a ratio is always zarrfs over the best peer,
 the best being the higher for throughputs and the lower for latencies and times
-(``Row.higher``); a ceiling meets a row only where it is below the best peer, and a cold-read
-ceiling only where its storage pass was no slower than the best peer's whole read. Imports only
+(``Row.higher``); a ceiling meets a row only where it is below the best peer and none of its
+parts alone (storage, decoding, encoding) took longer than the best peer's whole run. Imports only
 ``bench_machine`` and ``bench_data`` among the bench modules.
 """
 
@@ -166,12 +166,33 @@ def within_ceiling(rate: float, best_peer: float | None, ceiling: float) -> bool
     return best_peer is not None and ceiling < best_peer and rate >= CEILING_SHARE * ceiling
 
 
-def storage_slowed(storage_seconds: float, nbytes: int, best_peer: float | None) -> bool:
-    """True if a cold-read ceiling's storage pass (the array's chunk files read cold by one
-    ``cat``) took longer than the best peer's whole cold read of the array (``nbytes`` at
-    ``best_peer`` MiB/s), which reads the same chunk files from the same disk: the pass was
-    slowed (the host, the disk), so the ceiling it gives is no upper bound and meets no row."""
-    return best_peer is not None and best_peer > 0 and storage_seconds * best_peer * MiB > nbytes
+#: why a ceiling part slower than the best peer's whole measurement bounds nothing, by part
+NOT_A_BOUND = {
+    "storage": "a pass the host slowed (the peer read the same chunk files from the same disk)",
+    "decode": "zarrfs' own decoding is slower than the peer, not this machine's cores",
+    "encode": "zarrfs' own encoding is slower than the peer, not this machine's cores",
+}
+
+
+def slower_than_peer(seconds: float, nbytes: int, best_peer: float | None) -> bool:
+    """True if one part of a ceiling, alone, took longer than the best peer's whole
+    measurement of the same ``nbytes`` (at ``best_peer`` MiB/s). Such a part is no bound this
+    machine sets (``NOT_A_BOUND``): a storage pass slower than a peer's whole cold read of the
+    same chunk files was slowed by the host, and zarrfs' own decoding or encoding slower than
+    a peer's whole read or overwrite is zarrfs' codec path, not the machine's cores. A ceiling
+    with such a part meets no row."""
+    return best_peer is not None and best_peer > 0 and seconds * best_peer * MiB > nbytes
+
+
+def unbounded_parts(parts: dict[str, float], nbytes: int, best_peer: float | None) -> list[str]:
+    """The notes for each part of a ceiling (name -> seconds) that ``slower_than_peer``
+    rejects; empty if the ceiling may be used."""
+    return [
+        f"**its {name} alone ({secs:.2f} s) took longer than the best peer's whole run: "
+        f"{NOT_A_BOUND[name]}; no ceiling used**"
+        for name, secs in parts.items()
+        if slower_than_peer(secs, nbytes, best_peer)
+    ]
 
 
 def fromfile_target(

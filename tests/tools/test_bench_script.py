@@ -26,6 +26,7 @@ import bench_data  # noqa: E402
 import bench_machine  # noqa: E402
 import bench_reads  # noqa: E402
 import bench_report  # noqa: E402
+import bench_writes  # noqa: E402
 
 
 def test_ratio_is_against_the_best_peer_in_both_directions() -> None:
@@ -47,21 +48,32 @@ def test_fromfile_meets_the_plain_file_ceiling_only_where_that_is_below_the_peer
     assert bench.fromfile_target("t", True, 1500.0, 1400.0, 1450.0) == ("t", True)
 
 
-def test_a_storage_pass_slower_than_the_best_peers_whole_read_is_slowed() -> None:
+def test_a_ceiling_part_slower_than_the_best_peers_whole_run_bounds_nothing() -> None:
     mib = 1 << 20
-    # the best peer read 512 MiB cold in 0.32 s (1600 MiB/s), chunk files included
-    assert bench_report.storage_slowed(0.41, 512 * mib, 1600.0)
-    assert not bench_report.storage_slowed(0.30, 512 * mib, 1600.0)
-    assert not bench_report.storage_slowed(0.41, 512 * mib, None)
+    # the best peer read 512 MiB cold in 0.32 s (1600 MiB/s), chunk files and decoding included
+    assert bench_report.slower_than_peer(0.41, 512 * mib, 1600.0)
+    assert not bench_report.slower_than_peer(0.30, 512 * mib, 1600.0)
+    assert not bench_report.slower_than_peer(0.41, 512 * mib, None)
+    notes = bench_report.unbounded_parts({"storage": 0.41, "decode": 0.2}, 512 * mib, 1600.0)
+    assert len(notes) == 1 and "storage alone (0.41 s)" in notes[0]
+    assert not bench_report.unbounded_parts({"encode": 0.3}, 512 * mib, 1600.0)
 
 
-@pytest.mark.parametrize("storage_s, met", [(0.41, False), (0.15, True)])
-def test_a_cold_read_ceiling_from_a_slowed_storage_pass_meets_no_row(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, storage_s: float, met: bool
+@pytest.mark.parametrize(
+    "parts, met",
+    [
+        ({"storage": 0.41, "decode": 0.2}, False),  # a storage pass the host slowed
+        ({"storage": 0.15, "decode": 0.4}, False),  # zarrfs' decoding slower than the peer
+        ({"storage": 0.15, "decode": 0.2}, True),
+    ],
+)
+def test_a_cold_read_ceiling_with_a_part_slower_than_the_best_peer_meets_no_row(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, parts: dict[str, float], met: bool
 ) -> None:
-    """A ceiling below the best peer meets row 10 at 0.9× of it, but a ceiling whose storage
-    pass (the same chunk files from the same disk) took longer than the best peer's whole
-    cold read is no upper bound: the row is then met only by the peer ratio."""
+    """A ceiling below the best peer meets row 10 at 0.9× of it, but not when one of its
+    parts alone took longer than the best peer's whole cold read: a storage pass (the same
+    chunk files from the same disk) the host slowed, or zarrfs' own decoding slower than the
+    peer's. The row is then met only by the peer ratio."""
     import argparse
 
     cfg = bench_data.Config("t", (128, 1024, 1024), chunks=(64, 256, 256))  # 512 MiB
@@ -70,11 +82,39 @@ def test_a_cold_read_ceiling_from_a_slowed_storage_pass_meets_no_row(
     b = bench.Bench(args, cfg, tmp_path, tmp_path / "mnt", gate=gate)
     # zarrfs 1150, the best peer 1600 (0.32 s), a ceiling of 1060 (below the peer)
     b.seq_rates["blosc"] = {"cat": 1150.0, "np": 500.0, "zp": 300.0, "ts": 1600.0}
-    monkeypatch.setattr(b, "_decoded_ceiling", lambda store, notes: (1060.0, True, storage_s))
+    monkeypatch.setattr(b, "_decoded_ceiling", lambda store, notes: (1060.0, True, parts))
     b.ceiling("blosc", tmp_path)
     (row,) = b.rows
     assert row.met is met
     assert ("no ceiling used" in row.notes) is not met
+
+
+@pytest.mark.parametrize("encode_s, met", [(0.4, False), (0.2, True)])
+def test_an_overwrite_ceiling_from_an_encoder_slower_than_the_best_peer_meets_no_row(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, encode_s: float, met: bool
+) -> None:
+    """The overwrite's ceiling excuses this machine's cores, not zarrfs' encoder: where
+    zarrfs' encode of every unit alone took longer than the best peer's whole overwrite, the
+    ceiling meets no row."""
+    import argparse
+
+    cfg = bench_data.Config("t", (128, 1024, 1024), chunks=(64, 256, 256))  # 512 MiB
+    args = argparse.Namespace(repeat=1, python=sys.executable, cache_size="64M", mount_options="")
+    gate = bench.LoadGate(busy_limit=1.0, wait=0.0, window=0.0)
+    b = bench.Bench(args, cfg, tmp_path, tmp_path / "mnt", gate=gate)
+    monkeypatch.setattr(bench_writes, "memory_copy", lambda store: None)
+    run = bench_ceiling.DecodeRun(encode_s, 0.8, 32)  # both cores: the ceiling is 0.45 s
+    monkeypatch.setattr(bench_writes, "encode_all", lambda mem, array, data: run)
+    floor = {"memory_best": 3000.0, "memory_cpu_best": 0.1}
+    monkeypatch.setattr(b, "write_floor", lambda: floor)
+    src = tmp_path / "src.raw"
+    src.write_bytes(b"")
+    # zarrfs 1150 MiB/s, the best peer 1600 (0.32 s), the ceiling 1138 (below the peer)
+    row = bench.Row("4. full overwrite (MiB/s)", "blosc", 1150.0, 300.0, 1600.0)
+    b._overwrite_ceiling("blosc", tmp_path, src, row)
+    (ceiling_row,) = b.rows
+    assert ceiling_row.met is met
+    assert ("no ceiling used" in ceiling_row.notes) is not met
 
 
 def test_the_rounds_note_gives_every_round_in_order_with_the_daemon_cpu() -> None:
@@ -302,8 +342,8 @@ def test_the_bytes_ceiling_serves_the_chunk_files_from_the_page_cache(
 
     monkeypatch.setattr(bench_reads, "cat_file", cat_file)
     notes: list[str] = []
-    ceiling, storage_s = b._bytes_ceiling(store, notes)
-    assert storage_s > 0
+    ceiling, parts = b._bytes_ceiling(store, notes)
+    assert parts["storage"] > 0
     assert all(seen["cached"])
     assert seen["served"]["bytes_served"] == cfg.nbytes
     assert seen["served"].get("chunks_decoded", 0) == 0  # direct reads: no unit decoded
@@ -348,9 +388,10 @@ def test_the_decoded_ceiling_reads_every_chunk_file_cold(
 
     monkeypatch.setattr(bench_reads, "cat_files", cat_files)
     notes: list[str] = []
-    ceiling, clean, storage_s = b._decoded_ceiling(store, notes)
+    ceiling, clean, parts = b._decoded_ceiling(store, notes)
     assert clean
-    assert 0.3 <= storage_s < 0.6  # the fastest storage pass
+    assert 0.3 <= parts["storage"] < 0.6  # the fastest storage pass
+    assert 0 < parts["decode"]
     assert not delays
     assert events[:6] == ["cold", "cat"] * 3
     n = cfg.nbytes
