@@ -377,6 +377,26 @@ def test_units_written_in_parts_of_rows_are_not_loaded_until_needed(tmp_path, sh
         assert sorted(k for k, _, _ in store.requests) == ["c/2/0", "c/2/1", "c/3/0"]
 
 
+def test_rows_of_an_edge_unit_begun_in_part_are_merged_before_more_rows(tmp_path):
+    """An edge unit (past the array's last column) begun with the start of one row is not
+    loaded; a later write of several rows of it, each in part, merges its old content first
+    (recording only parts of rows cannot say which elements of several rows were written):
+    every written element is kept, every other one is as stored."""
+    z = zarr.create_array(str(tmp_path / "a"), shape=(8, 12), chunks=(4, 8), dtype="<i4",
+                          fill_value=0)  # fmt: skip
+    old = np.arange(96, dtype="<i4").reshape(8, 12)
+    z[...] = old
+    arr = open_array(LocalStore(tmp_path / "a"), "", Engine(prefetch_bytes=0))
+    new = -old - 1
+    arr.write(0, new[0].tobytes())  # row 0: the start of row 0 of the edge unit (0, 1)
+    arr.write(12 * 4, new[1:3].tobytes())  # rows 1-2: cols 0-3 of two rows of (0, 1)
+    expect = old.copy()
+    expect[:3] = new[:3]
+    assert np.array_equal(np.frombuffer(arr.read(0, 96 * 4), "<i4").reshape(8, 12), expect)
+    arr.flush()
+    assert np.array_equal(zarr.open_array(str(tmp_path / "a"))[...], expect)
+
+
 def test_parts_of_one_dimensional_units_are_merged_with_what_was_stored(tmp_path):
     """A 1-d unit is one row: the parts of it written are recorded, the rest merged at the
     flush, also in the edge unit that reaches past the array's end."""

@@ -336,3 +336,46 @@ def test_shrinking_without_listing_deletes_the_grid_difference_only() -> None:
     with pytest.raises(InvalidWriteError, match="cannot list"):
         huge.resize((16,))
     assert huge.shape == (1 << 40,)
+
+
+class _GatedSets(LocalStore):
+    """Stores of chunk objects wait for ``gate`` once ``entered`` is set (the flush has
+    encoded the units it froze and holds no array lock but ``_flush_lock``)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def set_stream(self, key: str, pieces: Any) -> None:
+        if key.startswith("c/"):
+            self.entered.set()
+            assert self.gate.wait(DEADLINE_S), "the test never opened the gate"
+        super().set_stream(key, pieces)
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_a_write_into_a_unit_being_stored_stays_dirty(tmp_path: Path, inline: bool) -> None:
+    """A flush stores the units it froze; a write to one of them meanwhile (a unit that is
+    dirty already, so nothing to load) copies the frozen unit first: the flush stores the
+    bytes it froze, the unit stays dirty, and the next flush stores the new write (none of
+    it is lost), from the event loop's inline path and a worker thread's alike."""
+    make_array(tmp_path)
+    store = _GatedSets(tmp_path / "a")
+    arr = Hierarchy(store, Engine()).array("")
+    arr.write(5 * ROW, row_bytes(1.0))  # row 5 of units (1, 0) and (1, 1): dirty
+    flusher = threading.Thread(target=arr.flush, daemon=True)
+    flusher.start()
+    assert store.entered.wait(DEADLINE_S)
+    if inline:
+        assert arr.write_cached(5 * ROW, row_bytes(2.0))
+    else:
+        arr.write(5 * ROW, row_bytes(2.0))
+    store.gate.set()
+    flusher.join(DEADLINE_S)
+    assert not flusher.is_alive()
+    assert (stored(tmp_path)[5] == 1.0).all()  # what the flush froze
+    assert arr.dirty
+    assert (np.frombuffer(arr.read(5 * ROW, ROW), "<f4") == 2.0).all()
+    arr.flush()
+    assert (stored(tmp_path)[5] == 2.0).all()
