@@ -6,6 +6,7 @@ wrote."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -74,12 +75,8 @@ def test_a_cold_read_ceiling_with_a_part_slower_than_the_best_peer_meets_no_row(
     parts alone took longer than the best peer's whole cold read: a storage pass (the same
     chunk files from the same disk) the host slowed, or zarrfs' own decoding slower than the
     peer's. The row is then met only by the peer ratio."""
-    import argparse
-
     cfg = bench_data.Config("t", (128, 1024, 1024), chunks=(64, 256, 256))  # 512 MiB
-    args = argparse.Namespace(repeat=1, python=sys.executable, cache_size="64M", mount_options="")
-    gate = bench.LoadGate(busy_limit=1.0, wait=0.0, window=0.0)
-    b = bench.Bench(args, cfg, tmp_path, tmp_path / "mnt", gate=gate)
+    b = _quiet_bench(cfg, tmp_path)
     # zarrfs 1150, the best peer 1600 (0.32 s), a ceiling of 1060 (below the peer)
     b.seq_rates["blosc"] = {"cat": 1150.0, "np": 500.0, "zp": 300.0, "ts": 1600.0}
     monkeypatch.setattr(b, "_decoded_ceiling", lambda store, notes: (1060.0, True, parts))
@@ -96,12 +93,8 @@ def test_an_overwrite_ceiling_from_an_encoder_slower_than_the_best_peer_meets_no
     """The overwrite's ceiling excuses this machine's cores, not zarrfs' encoder: where
     zarrfs' encode of every unit alone took longer than the best peer's whole overwrite, the
     ceiling meets no row."""
-    import argparse
-
     cfg = bench_data.Config("t", (128, 1024, 1024), chunks=(64, 256, 256))  # 512 MiB
-    args = argparse.Namespace(repeat=1, python=sys.executable, cache_size="64M", mount_options="")
-    gate = bench.LoadGate(busy_limit=1.0, wait=0.0, window=0.0)
-    b = bench.Bench(args, cfg, tmp_path, tmp_path / "mnt", gate=gate)
+    b = _quiet_bench(cfg, tmp_path)
     monkeypatch.setattr(bench_writes, "memory_copy", lambda store: None)
     run = bench_ceiling.DecodeRun(encode_s, 0.8, 32)  # both cores: the ceiling is 0.45 s
     monkeypatch.setattr(bench_writes, "encode_all", lambda mem, array, data: run)
@@ -138,6 +131,15 @@ def test_each_round_starts_with_another_step() -> None:
 
 def _bench(gate: bench.LoadGate, tmp_path: Path) -> bench.Bench:
     return bench.Bench(None, bench.SMALL, tmp_path, tmp_path / "mnt", gate=gate)  # type: ignore[arg-type]
+
+
+def _quiet_bench(cfg: bench_data.Config, tmp_path: Path, repeat: int = 1) -> bench.Bench:
+    """A bench of ``cfg`` whose load gate never waits (any load counts as quiet)."""
+    args = argparse.Namespace(
+        repeat=repeat, python=sys.executable, cache_size="64M", mount_options=""
+    )
+    gate = bench.LoadGate(busy_limit=1.0, wait=0.0, window=0.0)
+    return bench.Bench(args, cfg, tmp_path, tmp_path / "mnt", gate=gate)
 
 
 def test_a_row_measured_busy_is_flagged_with_its_load(
@@ -319,15 +321,11 @@ def test_the_bytes_ceiling_serves_the_chunk_files_from_the_page_cache(
     serving pass must take that path: every chunk file in the page cache when ``data.raw`` is
     read, a fresh mount, and no unit decoded. The ceiling is the longer of the storage and
     serving passes (or their CPU spread over the cores)."""
-    import argparse
-
     cfg = bench_data.Config("t", (8, 512, 512), chunks=(4, 256, 256))  # 8 chunks of 1 MiB
     store = bench_data.ensure_data(cfg, tmp_path, ["bytes"])["bytes"]
     chunk_files = [p for p in (store / "x").rglob("*") if p.is_file() and p.name != "zarr.json"]
     assert len(chunk_files) == 8
-    args = argparse.Namespace(repeat=1, python=sys.executable, cache_size="64M", mount_options="")
-    gate = bench.LoadGate(busy_limit=1.0, wait=0.0, window=0.0)
-    b = bench.Bench(args, cfg, tmp_path, tmp_path / "mnt", gate=gate)
+    b = _quiet_bench(cfg, tmp_path)
     b.raw_cold_mibps = 1000.0
     seen: dict[str, Any] = {}
     real_cat_file = bench_reads.cat_file
@@ -360,15 +358,11 @@ def test_the_decoded_ceiling_reads_every_chunk_file_cold(
     read with the page cache dropped first, and a ceiling no faster than that reading. A
     ceiling is an upper bound, so each part is the fastest of its runs: passes the machine
     slowed do not lower it."""
-    import argparse
-
     cfg = bench_data.Config("t", (8, 512, 512), chunks=(4, 256, 256))  # 8 chunks of 1 MiB
     store = bench_data.ensure_data(cfg, tmp_path, ["blosc"])["blosc"]
     chunk_files = {p for p in (store / "x").rglob("*") if p.is_file() and p.name != "zarr.json"}
     assert len(chunk_files) == 8
-    args = argparse.Namespace(repeat=3, python=sys.executable, cache_size="64M", mount_options="")
-    gate = bench.LoadGate(busy_limit=1.0, wait=0.0, window=0.0)
-    b = bench.Bench(args, cfg, tmp_path, tmp_path / "mnt", gate=gate)
+    b = _quiet_bench(cfg, tmp_path, repeat=3)
     b.raw_cold_mibps = 1000.0
     events: list[str] = []
     real_cold = b.cold
