@@ -2,7 +2,9 @@
 
 A store's test module subclasses ``StoreContract`` (pytest collects the subclass, named
 ``Test...``) and implements ``make_store(tmp_path, contents)`` returning a store that holds exactly
-``contents``. Writable stores set ``writable = True`` and get the write tests too.
+``contents``. It subclasses ``ReadOnlyStoreContract`` or ``WritableStoreContract``, which add
+the tests of refused writes or of writing to the common ones, so no test is collected for a
+store it cannot apply to.
 """
 
 from __future__ import annotations
@@ -225,11 +227,13 @@ class StoreContract:
             store.delete(key)
         assert sorted(store.list_prefix("")) == sorted(REFERENCE)
 
-    # -- read-only stores -------------------------------------------------------------------
+
+class ReadOnlyStoreContract(StoreContract):
+    """The common tests, and writes refused."""
+
+    writable = False
 
     def test_read_only_refuses_writes(self, store: Store) -> None:
-        if self.writable:
-            pytest.skip("writable store")
         with pytest.raises(ReadOnlyError):
             store.set("zarr.json", b"changed")
         with pytest.raises(ReadOnlyError):
@@ -239,12 +243,14 @@ class StoreContract:
         assert store.get("zarr.json") == REFERENCE["zarr.json"]
         assert store.get("new") is None
 
-    # -- writing ----------------------------------------------------------------------------
+
+class WritableStoreContract(StoreContract):
+    """The common tests, and writing."""
+
+    writable = True
 
     @pytest.fixture
     def wstore(self, store: Store) -> Store:
-        if not self.writable:
-            pytest.skip("read-only store")
         return store
 
     def test_set_then_get(self, wstore: Store) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_store_contract import StoreContract
+from test_store_contract import WritableStoreContract
 
 from zarrfs.core.errors import UnsupportedError
 from zarrfs.core.hierarchy import create_array, open_array
@@ -19,9 +19,7 @@ from zarrfs.core.stores.registry import open_store
 _ids = itertools.count()
 
 
-class TestFsspecMemoryStore(StoreContract):
-    writable = True
-
+class TestFsspecMemoryStore(WritableStoreContract):
     def make_store(self, tmp_path: Path, contents: dict[str, bytes]) -> Store:
         store = open_store(f"fsspec+memory://contract{next(_ids)}/root")
         assert isinstance(store, FsspecStore)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from remote.httpserver import StaticServer, write_tree
-from test_store_contract import BAD_KEYS, BLOB, REFERENCE, StoreContract
+from test_store_contract import BAD_KEYS, BLOB, REFERENCE, ReadOnlyStoreContract
 
 from zarrfs.core.errors import ReadOnlyError, StoreError
 from zarrfs.core.stores.base import ByteRange, Store, SuffixRange
@@ -18,10 +18,9 @@ from zarrfs.core.stores.registry import open_store
 from zarrfs.core.stores.remote import RemoteStore
 
 
-class TestHttpStore(StoreContract):
+class TestHttpStore(ReadOnlyStoreContract):
     """Read-only and not listable: the listing tests become "listing is refused"."""
 
-    writable = False
     ranges = True
     etags = True
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_store_contract import REFERENCE, StoreContract
+from test_store_contract import REFERENCE, ReadOnlyStoreContract, WritableStoreContract
 
 from zarrfs.core.errors import ReadOnlyError, StoreError
 from zarrfs.core.stores.base import ByteRange, Store, SuffixRange
@@ -27,9 +27,7 @@ def fill(root: Path, contents: dict[str, bytes]) -> None:
         path.write_bytes(value)
 
 
-class TestLocalStore(StoreContract):
-    writable = True
-
+class TestLocalStore(WritableStoreContract):
     def make_store(self, tmp_path: Path, contents: dict[str, bytes]) -> Store:
         root = tmp_path / "store"
         root.mkdir()
@@ -37,9 +35,7 @@ class TestLocalStore(StoreContract):
         return LocalStore(root)
 
 
-class TestLocalStoreReadOnly(StoreContract):
-    writable = False
-
+class TestLocalStoreReadOnly(ReadOnlyStoreContract):
     def make_store(self, tmp_path: Path, contents: dict[str, bytes]) -> Store:
         root = tmp_path / "store"
         root.mkdir()

@@ -6,16 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_store_contract import StoreContract
+from test_store_contract import WritableStoreContract
 
 from zarrfs.core.errors import ReadOnlyError
 from zarrfs.core.stores.base import Store
 from zarrfs.core.stores.memory import MemoryStore
 
 
-class TestMemoryStore(StoreContract):
-    writable = True
-
+class TestMemoryStore(WritableStoreContract):
     def make_store(self, tmp_path: Path, contents: dict[str, bytes]) -> Store:
         store = MemoryStore()
         for key, value in contents.items():

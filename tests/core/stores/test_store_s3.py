@@ -16,7 +16,7 @@ from remote.fixtures import (  # noqa: F401 - pytest fixtures
     s3_env_fixture,
 )
 from remote.motoserver import MotoProcess
-from test_store_contract import BLOB, REFERENCE, StoreContract
+from test_store_contract import BLOB, REFERENCE, WritableStoreContract
 
 from zarrfs.core.errors import ConflictError, StoreError
 from zarrfs.core.stores.base import ByteRange, Store, SuffixRange
@@ -41,9 +41,7 @@ def fetch(moto: MotoProcess, bucket: str, key: str) -> bytes:
     return moto.client().get_object(Bucket=bucket, Key=key)["Body"].read()
 
 
-class TestS3Store(StoreContract):
-    writable = True
-
+class TestS3Store(WritableStoreContract):
     @pytest.fixture(autouse=True)
     def _server(self, moto_server: MotoProcess, s3_env: dict[str, str]) -> None:
         self.moto = moto_server

@@ -13,7 +13,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from test_store_contract import BLOB, StoreContract
+from test_store_contract import BLOB, ReadOnlyStoreContract
 
 from zarrfs.core.errors import CorruptDataError, StoreError
 from zarrfs.core.stores.base import ByteRange, Store, SuffixRange
@@ -27,8 +27,7 @@ def build_zip(path: Path, contents: dict[str, bytes], compression: int) -> Path:
     return path
 
 
-class ZipContract(StoreContract):
-    writable = False
+class ZipContract(ReadOnlyStoreContract):
     compression = zipfile.ZIP_STORED
 
     def make_store(self, tmp_path: Path, contents: dict[str, bytes]) -> Store:
