@@ -1,10 +1,10 @@
 """The store contract: one test class every store runs (v3 core "Stores" + zarrfs/core/stores/base).
 
-A store's test module subclasses ``StoreContract`` (pytest collects the subclass, named
-``Test...``) and implements ``make_store(tmp_path, contents)`` returning a store that holds exactly
-``contents``. It subclasses ``ReadOnlyStoreContract`` or ``WritableStoreContract``, which add
-the tests of refused writes or of writing to the common ones, so no test is collected for a
-store it cannot apply to.
+A store's test module subclasses ``ReadOnlyStoreContract`` or ``WritableStoreContract`` (pytest
+collects the subclass, named ``Test...``) and implements ``make_store(tmp_path, contents)``
+returning a store that holds exactly ``contents``. Both add to the common tests of
+``StoreContract`` those of refused writes or of writing, so no test is collected for a store it
+cannot apply to.
 """
 
 from __future__ import annotations
@@ -68,9 +68,10 @@ RANGES = [
 
 
 class StoreContract:
-    """Behaviour every store must have. Subclasses implement ``make_store``."""
+    """Behaviour every store must have; ``ReadOnlyStoreContract`` and ``WritableStoreContract``
+    set ``writable`` and add their own tests."""
 
-    writable: bool = False
+    writable: bool
 
     def make_store(self, tmp_path: Path, contents: dict[str, bytes]) -> Store:
         raise NotImplementedError
