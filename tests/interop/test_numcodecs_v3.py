@@ -27,7 +27,11 @@ from zarrfs.core.stores.local import LocalStore  # noqa: E402
 
 from .numcodecs_cases import DATA, V2_CASES, V3_CASES, write_v2, write_v3  # noqa: E402
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [
+    pytest.mark.timeout(300),
+    # zarr-python warns at every numcodecs.* codec it writes; writing them is this module's point
+    pytest.mark.filterwarnings("ignore:Numcodecs codecs are not in the Zarr version 3"),
+]
 
 
 def _le(arr: np.ndarray) -> bytes:
