@@ -30,7 +30,7 @@ from statistics import median
 
 import numpy as np
 from bench_data import Config
-from bench_machine import REPO, LoadSample, MiB, sh
+from bench_machine import PROBE_SLOW, REPO, LoadSample, MiB, sh
 
 # --------------------------------------------------------------------------- results
 
@@ -233,11 +233,15 @@ def probe_summary(samples: list[LoadSample]) -> str:
     if not probes:
         return "- CPU probe: not run"
     fresh = sorted(x.memory_mibps for x in samples)
+    waits = [x.probe_waited for x in samples if x.probe_waited > 0.1]
+    slow = sum(x.probe_slow for x in samples)
     return (
         f"- CPU probe before each measurement (zlib level 1 over 4 MiB, CPU time; a busy host "
         f"slows this VM's CPUs unseen by its load): {probes[0]:.0f} / {median(probes):.0f} / "
         f"{probes[-1]:.0f} ms (min / median / max of {len(probes)}); each row gives the range "
-        "before its runs\n"
+        f"before its runs; a probe over {PROBE_SLOW}× the fastest was taken again until it was "
+        f"not: {len(waits)} measurement(s) waited for it ({sum(waits):.1f} s in all), {slow} "
+        "started with it still slow\n"
         f"- memory probe before each measurement (64 MiB of fresh memory faulted in, one write "
         f"per page; the host backs the memory this VM gave back again on first touch): "
         f"{fresh[0]:.0f} / {median(fresh):.0f} / {fresh[-1]:.0f} MiB/s (min / median / max); "
