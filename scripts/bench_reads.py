@@ -51,7 +51,7 @@ from bench_report import (
     within_ceiling,
 )
 from bench_stalls import analyse, describe, disk_of, timed_pieces
-from floorfs import children_cpu, proc_cpu
+from floorfs import children_cpu, proc_cpu, proc_sys_cpu
 
 
 class ReadsMixin(BenchBase):
@@ -83,7 +83,7 @@ class ReadsMixin(BenchBase):
         t: dict[str, list[float]] = {k: [] for k in keys}
         warm_served: list[float] = []
         decoded: list[int] = []  # chunks (inner chunks) the daemon decoded for each cold cat
-        cpu: dict[str, list[float]] = {"daemon": [], "cat": []}
+        cpu: dict[str, list[float]] = {"daemon": [], "daemon_sys": [], "cat": []}
         state = {"peak": 0, "identical": True}
 
         def zarrfs_cat() -> None:
@@ -91,9 +91,10 @@ class ReadsMixin(BenchBase):
             with self.mount(store) as m:
                 assert m.pid is not None
                 rss = PeakRss(m.pid)
-                cpu0, kids0 = proc_cpu(m.pid), children_cpu()
+                cpu0, sys0, kids0 = proc_cpu(m.pid), proc_sys_cpu(m.pid), children_cpu()
                 t["cat"].append(cat_file(m.mnt / ARRAY / "data.raw"))
                 cpu["daemon"].append(proc_cpu(m.pid) - cpu0)
+                cpu["daemon_sys"].append(proc_sys_cpu(m.pid) - sys0)
                 cpu["cat"].append(children_cpu() - kids0)
                 counts = m.stats()["arrays"].get(ARRAY, {})
                 decoded.append(counts.get("chunks_decoded", 0))
@@ -177,7 +178,7 @@ class ReadsMixin(BenchBase):
                 peers = {"zarr-python": t["zp"], "tensorstore": t["ts"]}
                 notes += [
                     cpu_note,
-                    rounds_note(n, t["cat"], cpu["daemon"], peers),
+                    rounds_note(n, t["cat"], cpu["daemon"], cpu["daemon_sys"], peers),
                     describe(stalls),
                 ]
             else:

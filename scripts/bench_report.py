@@ -209,16 +209,21 @@ def fromfile_target(
 
 
 def rounds_note(
-    nbytes: int, zarrfs: list[float], daemon_cpu: list[float], peers: dict[str, list[float]]
+    nbytes: int,
+    zarrfs: list[float],
+    daemon_cpu: list[float],
+    daemon_sys: list[float],
+    peers: dict[str, list[float]],
 ) -> str:
     """Each round's figures of a cold read, in the order the rounds ran: the median a row
     reports can hide one round's slow read (the host slows this VM unseen by its load), and
-    the daemon's CPU beside zarrfs' rate tells a slower daemon from a slower disk. ``zarrfs``
-    and ``daemon_cpu``: zarrfs' seconds and its daemon's CPU seconds per round; ``peers`` maps
-    a peer's name to its seconds per round."""
+    the daemon's CPU beside zarrfs' rate tells a slower daemon from a slower disk; its kernel
+    part tells time in the daemon's own code from time in the kernel's copies and faults.
+    ``zarrfs``, ``daemon_cpu`` and ``daemon_sys``: zarrfs' seconds, its daemon's CPU seconds
+    and their system part per round; ``peers`` maps a peer's name to its seconds per round."""
     ours = [
-        f"{mibps(nbytes, s):.0f} ({c:.2f} s daemon CPU)"
-        for s, c in zip(zarrfs, daemon_cpu, strict=True)
+        f"{mibps(nbytes, s):.0f} ({c:.2f} s daemon CPU, {k:.2f} s of it system)"
+        for s, c, k in zip(zarrfs, daemon_cpu, daemon_sys, strict=True)
     ]
     parts = [f"zarrfs cat {', '.join(ours)}"]
     parts += [

@@ -3,8 +3,9 @@
 A floor is a minimal pyfuse3 file system the benchmark compares zarrfs with; its script mounts
 it in a child process (``--serve MOUNTPOINT``). ``serving`` starts that process, waits until
 the mount is there, and always unmounts and reaps it, even when the measurement fails.
-``proc_cpu`` and ``children_cpu`` tell the CPU seconds a process (a floor's server, the
-daemon) and this process' reaped children used so far; the bench uses them too.
+``proc_cpu`` (``proc_sys_cpu``: its kernel part) and ``children_cpu`` tell the CPU seconds a
+process (a floor's server, the daemon) and this process' reaped children used so far; the bench
+uses them too.
 """
 
 from __future__ import annotations
@@ -28,6 +29,17 @@ def proc_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_sys_cpu(pid: int) -> float:
+    """The system (kernel) part of ``proc_cpu``: CPU seconds spent in the kernel for the
+    process (its copies from and to the page cache, page faults, the FUSE device)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return int(fields[12]) / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu() -> float:

@@ -113,13 +113,46 @@ def test_an_overwrite_ceiling_from_an_encoder_slower_than_the_best_peer_meets_no
 def test_the_rounds_note_gives_every_round_in_order_with_the_daemon_cpu() -> None:
     mib = 1 << 20
     zarrfs, peers = [0.5, 1.0, 0.25], {"tensorstore": [0.4, 0.5, 2.0]}
-    note = bench_report.rounds_note(512 * mib, zarrfs, [0.6, 1.1, 0.5], peers)
+    note = bench_report.rounds_note(512 * mib, zarrfs, [0.6, 1.1, 0.5], [0.2, 0.7, 0.1], peers)
     assert note == (
-        "each round, MiB/s: zarrfs cat 1024 (0.60 s daemon CPU), 512 (1.10 s daemon CPU), "
-        "2048 (0.50 s daemon CPU); tensorstore 1280, 1024, 256"
+        "each round, MiB/s: zarrfs cat 1024 (0.60 s daemon CPU, 0.20 s of it system), "
+        "512 (1.10 s daemon CPU, 0.70 s of it system), "
+        "2048 (0.50 s daemon CPU, 0.10 s of it system); tensorstore 1280, 1024, 256"
     )
     with pytest.raises(ValueError):  # a daemon CPU figure for each round of zarrfs' reads
-        bench_report.rounds_note(512 * mib, zarrfs, [0.6, 1.1], peers)
+        bench_report.rounds_note(512 * mib, zarrfs, [0.6, 1.1], [0.2, 0.7, 0.1], peers)
+    with pytest.raises(ValueError):  # and its system part
+        bench_report.rounds_note(512 * mib, zarrfs, [0.6, 1.1, 0.5], [0.2, 0.7], peers)
+
+
+# 0.3 s of CPU each: arithmetic in the interpreter, or the kernel filling a buffer
+_USER_WORK = (
+    "import time\nx = 0\nwhile time.process_time() < 0.3:\n"
+    "    for i in range(100_000):\n        x += i\n"
+)
+_KERNEL_WORK = (
+    "import os, time\nfd = os.open('/dev/zero', os.O_RDONLY)\nbuf = bytearray(1 << 20)\n"
+    "while time.process_time() < 0.3:\n    os.readv(fd, [buf])\n"
+)
+
+
+@pytest.mark.parametrize("work, in_kernel", [(_USER_WORK, False), (_KERNEL_WORK, True)])
+def test_the_system_cpu_of_a_process_is_its_kernel_part(work: str, in_kernel: bool) -> None:
+    import floorfs
+
+    # the child works, then waits (alive) until its stdin closes, for its /proc/PID/stat
+    code = work + "import sys\nprint('done', flush=True)\nsys.stdin.read()\n"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "done\n"
+        total, system = floorfs.proc_cpu(child.pid), floorfs.proc_sys_cpu(child.pid)
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    assert total >= 0.25
+    assert (system > total / 2) is in_kernel
 
 
 def test_each_round_starts_with_another_step() -> None:
