@@ -21,25 +21,26 @@ from collections.abc import Iterator
 MOUNT_TIMEOUT = 30.0
 
 
-def proc_cpu(pid: int) -> float:
-    """User + system CPU seconds of a running process (``/proc/PID/stat``)."""
+def _cpu_ticks(pid: int) -> tuple[int, int]:
+    """User and system clock ticks of a running process (``/proc/PID/stat``; 0, 0 once it
+    is gone)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return 0, 0
+    return int(fields[11]), int(fields[12])
+
+
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a running process (``/proc/PID/stat``)."""
+    return sum(_cpu_ticks(pid)) / os.sysconf("SC_CLK_TCK")
 
 
 def proc_sys_cpu(pid: int) -> float:
     """The system (kernel) part of ``proc_cpu``: CPU seconds spent in the kernel for the
     process (its copies from and to the page cache, page faults, the FUSE device)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return int(fields[12]) / os.sysconf("SC_CLK_TCK")
+    return _cpu_ticks(pid)[1] / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu() -> float:

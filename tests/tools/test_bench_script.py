@@ -28,6 +28,7 @@ import bench_machine  # noqa: E402
 import bench_reads  # noqa: E402
 import bench_report  # noqa: E402
 import bench_writes  # noqa: E402
+import floorfs  # noqa: E402
 
 
 def test_ratio_is_against_the_best_peer_in_both_directions() -> None:
@@ -138,8 +139,6 @@ _KERNEL_WORK = (
 
 @pytest.mark.parametrize("work, in_kernel", [(_USER_WORK, False), (_KERNEL_WORK, True)])
 def test_the_system_cpu_of_a_process_is_its_kernel_part(work: str, in_kernel: bool) -> None:
-    import floorfs
-
     # the child works, then waits (alive) until its stdin closes, for its /proc/PID/stat
     code = work + "import sys\nprint('done', flush=True)\nsys.stdin.read()\n"
     child = subprocess.Popen(
