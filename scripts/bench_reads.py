@@ -51,7 +51,7 @@ from bench_report import (
     within_ceiling,
 )
 from bench_stalls import analyse, describe, disk_of, timed_pieces
-from floorfs import children_cpu, proc_cpu, proc_sys_cpu
+from floorfs import children_cpu, proc_cpu, proc_times
 
 
 class ReadsMixin(BenchBase):
@@ -91,10 +91,11 @@ class ReadsMixin(BenchBase):
             with self.mount(store) as m:
                 assert m.pid is not None
                 rss = PeakRss(m.pid)
-                cpu0, sys0, kids0 = proc_cpu(m.pid), proc_sys_cpu(m.pid), children_cpu()
+                (user0, sys0), kids0 = proc_times(m.pid), children_cpu()
                 t["cat"].append(cat_file(m.mnt / ARRAY / "data.raw"))
-                cpu["daemon"].append(proc_cpu(m.pid) - cpu0)
-                cpu["daemon_sys"].append(proc_sys_cpu(m.pid) - sys0)
+                user1, sys1 = proc_times(m.pid)
+                cpu["daemon"].append(user1 + sys1 - user0 - sys0)
+                cpu["daemon_sys"].append(sys1 - sys0)
                 cpu["cat"].append(children_cpu() - kids0)
                 counts = m.stats()["arrays"].get(ARRAY, {})
                 decoded.append(counts.get("chunks_decoded", 0))

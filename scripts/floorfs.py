@@ -3,9 +3,9 @@
 A floor is a minimal pyfuse3 file system the benchmark compares zarrfs with; its script mounts
 it in a child process (``--serve MOUNTPOINT``). ``serving`` starts that process, waits until
 the mount is there, and always unmounts and reaps it, even when the measurement fails.
-``proc_cpu`` (``proc_sys_cpu``: its kernel part) and ``children_cpu`` tell the CPU seconds a
-process (a floor's server, the daemon) and this process' reaped children used so far; the bench
-uses them too.
+``proc_cpu`` (``proc_times``: its user and kernel parts) and ``children_cpu`` tell the CPU
+seconds a process (a floor's server, the daemon) and this process' reaped children used so far;
+the bench uses them too.
 """
 
 from __future__ import annotations
@@ -21,26 +21,21 @@ from collections.abc import Iterator
 MOUNT_TIMEOUT = 30.0
 
 
-def _cpu_ticks(pid: int) -> tuple[int, int]:
-    """User and system clock ticks of a running process (``/proc/PID/stat``; 0, 0 once it
-    is gone)."""
+def proc_times(pid: int) -> tuple[float, float]:
+    """User and system (kernel: its copies from and to the page cache, page faults, the FUSE
+    device) CPU seconds of a running process (``/proc/PID/stat``; 0, 0 once it is gone)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
-        return 0, 0
-    return int(fields[11]), int(fields[12])
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def proc_cpu(pid: int) -> float:
-    """User + system CPU seconds of a running process (``/proc/PID/stat``)."""
-    return sum(_cpu_ticks(pid)) / os.sysconf("SC_CLK_TCK")
-
-
-def proc_sys_cpu(pid: int) -> float:
-    """The system (kernel) part of ``proc_cpu``: CPU seconds spent in the kernel for the
-    process (its copies from and to the page cache, page faults, the FUSE device)."""
-    return _cpu_ticks(pid)[1] / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a running process (``proc_times``)."""
+    return sum(proc_times(pid))
 
 
 def children_cpu() -> float:
