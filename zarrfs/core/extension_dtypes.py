@@ -210,51 +210,87 @@ def _int_type(name: str) -> RawEncodedType:
     )
 
 
-# --------------------------------------------------------------------------- structured
+# --------------------------------------------------------------------------- records
 
 
-def _structured_type(conf: Mapping[str, Any] | None) -> RawEncodedType:
+def _record_fields(name: str, conf: Mapping[str, Any] | None) -> list[tuple[str, DataType]]:
+    """The fields of a ``structured`` or ``struct`` type, in order, each with its data type.
+
+    ``structured`` fields are ``[name, data_type]`` pairs; ``struct`` fields are
+    ``{"name": ..., "data_type": ...}`` objects, and the pair form is read too (the struct
+    spec asks readers to take the legacy form, as zarr-python does)."""
     fields = None if conf is None else conf.get("fields")
     if not isinstance(fields, list) or not fields or set(conf or {}) != {"fields"}:
-        raise MetadataError("data_type 'structured': configuration must be {'fields': [...]}")
-    names: list[str] = []
-    parts: list[tuple[str, np.dtype[Any]]] = []
+        raise MetadataError(f"data_type {name!r}: configuration must be {{'fields': [...]}}")
+    out: list[tuple[str, DataType]] = []
     for entry in fields:
-        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
-            raise MetadataError(
-                f"data_type 'structured': a field must be [name, type], got {entry!r}"
-            )
-        if entry[0] in names:
-            raise MetadataError(f"data_type 'structured': duplicate field {entry[0]!r}")
-        names.append(entry[0])
-        parts.append((entry[0], parse_data_type(entry[1]).dtype))
-    dtype = np.dtype(parts)
-    little = np.dtype([(n, d.newbyteorder("<")) for n, d in parts])
+        if name == "struct" and isinstance(entry, dict):
+            if set(entry) != {"name", "data_type"} or not isinstance(entry["name"], str):
+                raise MetadataError(
+                    f"data_type 'struct': a field must be {{'name': ..., 'data_type': ...}}, "
+                    f"got {entry!r}"
+                )
+            field_name, field_type = entry["name"], entry["data_type"]
+        elif isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
+            field_name, field_type = entry
+        else:
+            raise MetadataError(f"data_type {name!r}: a field must be [name, type], got {entry!r}")
+        if not field_name or any(field_name == n for n, _ in out):
+            raise MetadataError(f"data_type {name!r}: empty or duplicate field {field_name!r}")
+        out.append((field_name, parse_data_type(field_type)))
+    return out
 
-    def parse(value: Any) -> np.ndarray[Any, Any]:
+
+def _record_type(name: str, conf: Mapping[str, Any] | None) -> RawEncodedType:
+    """``structured`` (zarr-python 3.1) and ``struct`` (zarr-extensions, zarr-python 3.2 on):
+    each element is its fields packed in order, no padding; nested records are fields too.
+
+    Fill values: ``structured`` takes the element's bytes in base64, little-endian field by
+    field; ``struct`` takes an object with every field's own fill value (nested objects for
+    nested records), or the same base64 form, which zarr-python also reads."""
+    fields = _record_fields(name, conf)
+    parts = [(n, dt.dtype) for n, dt in fields]
+    dtype = np.dtype(parts)
+    little = dtype.newbyteorder("<")
+
+    def parse_b64(value: Any) -> np.ndarray[Any, Any]:
         if not isinstance(value, str):
-            raise _fail("structured", value, "expected the element's bytes in base64")
+            raise _fail(name, value, "expected the element's bytes in base64")
         try:
             raw = base64.b64decode(value.encode("ascii"), validate=True)
         except (binascii.Error, UnicodeEncodeError):
-            raise _fail("structured", value, "not valid base64") from None
+            raise _fail(name, value, "not valid base64") from None
         if len(raw) != dtype.itemsize:
-            raise _fail("structured", value, f"{len(raw)} bytes, expected {dtype.itemsize}")
+            raise _fail(name, value, f"{len(raw)} bytes, expected {dtype.itemsize}")
         return np.frombuffer(raw, dtype=little).astype(dtype).reshape(())
 
-    def write(arr: np.ndarray[Any, Any]) -> str:
+    def parse_object(value: Any) -> np.ndarray[Any, Any]:
+        if not isinstance(value, dict):
+            return parse_b64(value)
+        names = [n for n, _ in fields]
+        if set(value) != set(names):
+            raise _fail(name, value, f"expected a value for each field of {names}")
+        out = np.zeros((), dtype=dtype)
+        for n, dt in fields:
+            out[n] = dt.parse_fill_value(value[n])
+        return out
+
+    def write_b64(arr: np.ndarray[Any, Any]) -> str:
         return base64.b64encode(arr.astype(little).tobytes()).decode("ascii")
 
+    def write_object(arr: np.ndarray[Any, Any]) -> dict[str, Any]:
+        return {n: dt.fill_value_to_json(arr[n]) for n, dt in fields}
+
     return RawEncodedType(
-        "structured",
+        name,
         dtype,
         dict(conf or {}),
-        encoding="structured: each element is its fields packed in order, no padding ("
+        encoding=f"{name}: each element is its fields packed in order, no padding ("
         + ", ".join(f"{n}: {d.str}" for n, d in parts)
         + "), multi-byte fields in the stated byte order",
         numpy_views=True,
-        parse=parse,
-        write=write,
+        parse=parse_object if name == "struct" else parse_b64,
+        write=write_object if name == "struct" else write_b64,
     )
 
 
@@ -266,7 +302,8 @@ def _register() -> None:
         register_data_type(name, functools.partial(_no_conf, name, make=_complex_type))
     for name in INT_NAMES:
         register_data_type(name, functools.partial(_no_conf, name, make=_int_type))
-    register_data_type("structured", _structured_type)
+    register_data_type("structured", functools.partial(_record_type, "structured"))
+    register_data_type("struct", functools.partial(_record_type, "struct"))
 
 
 def _no_conf(

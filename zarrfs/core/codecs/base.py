@@ -136,6 +136,11 @@ class Codec(ABC):
 class ArrayArrayCodec(Codec):
     """array -> array. ``spec`` arguments describe the decoded (input) side."""
 
+    #: True for codecs that compute with the element values (not only move them): they need
+    #: the values themselves, which an extension type held as raw bits in a carrier dtype
+    #: (``bfloat16`` as ``uint16``) does not give them
+    computes_with_values: ClassVar[bool] = False
+
     @abstractmethod
     def resolve_spec(self, spec: ChunkSpec) -> ChunkSpec:
         """The spec of the encoded array produced from a decoded array described by ``spec``."""

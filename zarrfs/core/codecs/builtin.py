@@ -14,7 +14,18 @@ from zarrfs.core.codecs import (  # noqa: F401
     numcodecs_v3,
     sharding,
     transpose,
+    values,
     zstd,
 )
 
-BUILTIN_CODECS = ("blosc", "bytes", "crc32c", "gzip", "sharding_indexed", "transpose", "zstd")
+BUILTIN_CODECS = (
+    "blosc",
+    "bytes",
+    "cast_value",
+    "crc32c",
+    "gzip",
+    "scale_offset",
+    "sharding_indexed",
+    "transpose",
+    "zstd",
+)

@@ -121,6 +121,8 @@ def _dtype_attr(codec: NumCodec, attr: str, default: np.dtype[Any]) -> np.dtype[
 class NumcodecsArrayCodec(_Numcodecs, ArrayArrayCodec):
     """A numcodecs filter as a v3 array -> array codec (output size fixed by the chunk)."""
 
+    computes_with_values: ClassVar[bool] = True
+
     def encoded_dtype(self, dtype: np.dtype[Any]) -> np.dtype[Any]:
         cid = self.codec.codec_id
         if cid in ("delta", "fixedscaleoffset"):

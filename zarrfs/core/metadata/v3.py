@@ -223,6 +223,7 @@ def _array(doc: dict[str, Any], raw: bytes | None) -> ArrayMetadata:
     key_encoding = parse_chunk_key_encoding(doc["chunk_key_encoding"])
     fill_value = data_type.parse_fill_value(doc["fill_value"])
     codecs = _codecs(doc["codecs"])
+    _check_value_codecs(data_type, codecs)
     _storage_transformers(doc.get("storage_transformers"))
     meta = ArrayMetadata(
         zarr_format=3,
@@ -239,6 +240,24 @@ def _array(doc: dict[str, Any], raw: bytes | None) -> ArrayMetadata:
     )
     codecs.prepare(meta.chunk_spec())  # validates every codec against the chunk spec
     return meta
+
+
+def _check_value_codecs(data_type: DataType, codecs: CodecChain) -> None:
+    """Refuse codecs that compute with element values (``scale_offset``, ``cast_value``,
+    ``numcodecs.fixedscaleoffset`` ...) on a type held as raw bits in a carrier dtype
+    (``bfloat16`` as ``uint16``): they would compute with the carrier's integers."""
+    if getattr(data_type, "numpy_views", True):
+        return
+    chain: CodecChain | None = codecs
+    while chain is not None:
+        for codec in chain.array_array:
+            if codec.computes_with_values:
+                raise UnsupportedError(
+                    f"codec {codec.name!r} on data type {data_type.name!r} is not supported: "
+                    "zarrfs holds its elements as raw bits, not as numbers to compute with"
+                )
+        inner = getattr(chain.array_bytes, "codecs", None)
+        chain = inner if isinstance(inner, CodecChain) else None
 
 
 def _check_size(shape: tuple[int, ...], data_type: DataType, what: str) -> None:
