@@ -4,11 +4,10 @@ numpy/ml_dtypes encodings of the same values."""
 
 from __future__ import annotations
 
-import json
-
 import ml_dtypes
 import numpy as np
 import pytest
+from v3_documents import store_array
 
 from zarrfs.core.dtypes import parse_data_type
 from zarrfs.core.errors import MetadataError
@@ -17,17 +16,7 @@ from zarrfs.core.stores.memory import MemoryStore
 
 
 def _array(store: MemoryStore, data_type, fill, codecs, shape=(4,), chunks=(3,)) -> None:
-    doc = {
-        "zarr_format": 3,
-        "node_type": "array",
-        "shape": list(shape),
-        "data_type": data_type,
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks)}},
-        "chunk_key_encoding": {"name": "default"},
-        "fill_value": fill,
-        "codecs": codecs,
-    }
-    store.set("a/zarr.json", json.dumps(doc).encode())
+    store_array(store, data_type, fill, codecs, shape, chunks)
 
 
 def test_complex_float16_big_endian() -> None:

@@ -6,11 +6,11 @@ integer arithmetic past int64). What zarr-python writes is in tests/interop/test
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
 import numpy as np
 import pytest
+from v3_documents import store_array
 
 from zarrfs.core.dtypes import parse_data_type
 from zarrfs.core.errors import (
@@ -26,19 +26,7 @@ BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
 def _store(data_type: Any, fill: Any, codecs: list[Any], shape=(4,), chunks=(4,)) -> MemoryStore:
-    store = MemoryStore()
-    doc = {
-        "zarr_format": 3,
-        "node_type": "array",
-        "shape": list(shape),
-        "data_type": data_type,
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunks)}},
-        "chunk_key_encoding": {"name": "default"},
-        "fill_value": fill,
-        "codecs": codecs,
-    }
-    store.set("a/zarr.json", json.dumps(doc).encode())
-    return store
+    return store_array(MemoryStore(), data_type, fill, codecs, shape, chunks)
 
 
 def _so(offset: Any, scale: Any) -> dict[str, Any]:
