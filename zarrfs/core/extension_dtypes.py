@@ -2,11 +2,13 @@
 zarr-python write, shown as their raw element bytes.
 
 Spec: zarr-extensions ``data-types/`` (``bfloat16``, ``float8_*``, ``float4_e2m1fn``,
-``float6_*``, ``int2``/``int4``/``uint2``/``uint4``, ``complex_float16``-style, ``structured``);
-the bytes codec's per-type encodings; tensorstore 0.1.86's zarr3 driver (one byte per element
-for the 1-byte, 2-, 4- and 6-bit types, the value in the low bits) and zarr-python 3.1.6's
-``structured`` type (fields as ``[name, data_type]`` pairs; ``bytes`` without ``endian`` stores
-the fields little-endian; the fill value is the element's bytes in base64).
+``float6_*``, ``int2``/``int4``/``uint2``/``uint4``, ``complex_float16``-style, ``struct``, and
+the legacy ``structured``); the bytes codec's per-type encodings; tensorstore 0.1.86's zarr3
+driver (one byte per element for the 1-byte, 2-, 4- and 6-bit types, the value in the low bits),
+zarr-python 3.1.6's ``structured`` type (fields as ``[name, data_type]`` pairs; ``bytes`` without
+``endian`` stores the fields little-endian; the fill value is the element's bytes in base64) and
+zarr-python 3.2+'s ``struct`` (fields as ``{"name", "data_type"}`` objects; the fill value an
+object of the fields' own fill values).
 
 Every type here is a ``RawEncodedType``: the in-memory numpy dtype is a *carrier* of the same
 size and byte-order behaviour (``uint16`` for ``bfloat16``, a two-field record of ``uint16``
