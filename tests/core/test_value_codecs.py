@@ -6,6 +6,7 @@ integer arithmetic past int64). What zarr-python writes is in tests/interop/test
 from __future__ import annotations
 
 import base64
+import sys
 from typing import Any
 
 import numpy as np
@@ -171,3 +172,11 @@ def test_struct_fill_values() -> None:
     ):
         with pytest.raises(MetadataError):
             parse_data_type({"name": "struct", "configuration": conf})
+
+
+def test_cast_value_without_its_package_is_refused_by_name(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "cast_value_rs", None)  # import fails as if not installed
+    # documents no other test opens: parsed metadata is kept by the document's bytes
+    with pytest.raises(UnsupportedError, match="cast-value-rs"):
+        open_array(_store("float32", 0.0, [_cast("uint8"), BYTES], shape=(3,)), "a")
+    open_array(_store("float32", 0.0, [_so(1, 2), BYTES], shape=(3,)), "a")  # needs no package

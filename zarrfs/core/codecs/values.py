@@ -204,6 +204,7 @@ class CastValueCodec(ArrayArrayCodec):
                         f"codec 'cast_value': scalar_map {direction!r} must be a list of pairs"
                     )
         self.scalar_map = scalar_map
+        _cast_array()  # an array this engine cannot cast is refused when opened, saying why
 
     @classmethod
     def from_config(cls, configuration: Mapping[str, Any]) -> CastValueCodec:
@@ -254,9 +255,7 @@ class CastValueCodec(ArrayArrayCodec):
         return ChunkSpec(spec.shape, self.target.dtype, fill.reshape(()))
 
     def _cast(self, arr: np.ndarray[Any, Any], to: DataType, entries: Any) -> Any:
-        from cast_value_rs import cast_array  # imported when a cast_value array is read
-
-        return cast_array(
+        return _cast_array()(
             np.ascontiguousarray(arr),
             target_dtype=to.dtype,
             rounding_mode=cast(Any, self.rounding),
@@ -276,6 +275,18 @@ class CastValueCodec(ArrayArrayCodec):
         source = value_type(self.name, spec.dtype)
         out = self._cast(arr, source, self._entries("decode", self.target, source))
         return np.asarray(out, dtype=spec.dtype).reshape(spec.shape)
+
+
+def _cast_array() -> Any:
+    """``cast_value_rs.cast_array``, imported on the first ``cast_value`` array; without the
+    package (a zarrfs installed without its dependencies) such arrays are refused by name."""
+    try:
+        from cast_value_rs import cast_array
+    except ImportError:
+        raise UnsupportedError(
+            "codec 'cast_value' needs the cast-value-rs package (pip install cast-value-rs)"
+        ) from None
+    return cast_array
 
 
 register_codec(ScaleOffsetCodec)
