@@ -23,16 +23,14 @@ from zarrfs.core.array import Engine
 from zarrfs.core.hierarchy import open_array
 from zarrfs.core.stores.local import LocalStore
 
+from .corpus import ordered_bytes
+
 pytestmark = pytest.mark.timeout(300)
 
 HERE = Path(__file__).resolve().parent / "zp34"
 EXPECTED = dict(np.load(HERE / "expected.npz"))
 REWRITE = dict(np.load(HERE / "rewrite.npz"))
 SHARDED = ("so_sharded", "sharded_f4")
-
-
-def _le(values: np.ndarray) -> bytes:
-    return np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes()
 
 
 def _objects(root: Path, name: str) -> dict[str, bytes]:
@@ -76,11 +74,8 @@ def test_core_reads_what_zarr_python_reads(name: str) -> None:
     try:
         arr = open_array(LocalStore(HERE / "store", read_only=True), name, engine=engine)
         want = EXPECTED[name]
-        assert arr.read(0, arr.nbytes, "little") == _le(want)
-        assert (
-            arr.read(0, arr.nbytes, "big")
-            == np.ascontiguousarray(want).astype(want.dtype.newbyteorder(">")).tobytes()
-        )
+        assert arr.read(0, arr.nbytes, "little") == ordered_bytes(want, "little")
+        assert arr.read(0, arr.nbytes, "big") == ordered_bytes(want, "big")
     finally:
         engine.close()
 
@@ -91,7 +86,7 @@ def test_mount_reads_and_writes_as_zarr_python(mounter, tmp_path: Path) -> None:
     m = mounter(root, "rw")
     for name, want in EXPECTED.items():
         d = m.path / name
-        assert (d / "data.raw").read_bytes() == _le(want), name
+        assert (d / "data.raw").read_bytes() == ordered_bytes(want, "little"), name
         if want.dtype.names:  # records: numpy reads data.npy with their fields
             assert np.load(d / "data.npy").tolist() == want.tolist()
     info = json.loads((m.path / "so_cast_u16" / "info.json").read_text())
@@ -99,7 +94,7 @@ def test_mount_reads_and_writes_as_zarr_python(mounter, tmp_path: Path) -> None:
     for name, values in REWRITE.items():
         fd = os.open(m.path / name / "data.raw", os.O_WRONLY)
         try:
-            os.write(fd, _le(values))
+            os.write(fd, ordered_bytes(values, "little"))
             os.fsync(fd)
         finally:
             os.close(fd)
