@@ -87,6 +87,8 @@ class ScaleOffsetCodec(ArrayArrayCodec):
                 )
         self.offset = offset
         self.scale = scale
+        #: (offset, scale) parsed for each data type met (chunks of one array share one)
+        self._parsed: dict[np.dtype[Any], tuple[np.generic, np.generic]] = {}
 
     @classmethod
     def from_config(cls, configuration: Mapping[str, Any]) -> ScaleOffsetCodec:
@@ -97,12 +99,15 @@ class ScaleOffsetCodec(ArrayArrayCodec):
         return {"offset": self.offset, "scale": self.scale}
 
     def _params(self, dtype: np.dtype[Any]) -> tuple[np.generic, np.generic]:
-        dt = value_type(self.name, dtype)
-        offset = _scalar(self.name, "offset", dt, self.offset)
-        scale = _scalar(self.name, "scale", dt, self.scale)
-        if scale == 0:
-            raise MetadataError("codec 'scale_offset': 'scale' must not be zero")
-        return offset, scale
+        params = self._parsed.get(dtype)
+        if params is None:
+            dt = value_type(self.name, dtype)
+            offset = _scalar(self.name, "offset", dt, self.offset)
+            scale = _scalar(self.name, "scale", dt, self.scale)
+            if scale == 0:
+                raise MetadataError("codec 'scale_offset': 'scale' must not be zero")
+            params = self._parsed[dtype] = (offset, scale)
+        return params
 
     def validate(self, spec: ChunkSpec) -> None:
         self._params(spec.dtype)
@@ -204,7 +209,10 @@ class CastValueCodec(ArrayArrayCodec):
                         f"codec 'cast_value': scalar_map {direction!r} must be a list of pairs"
                     )
         self.scalar_map = scalar_map
-        _cast_array()  # an array this engine cannot cast is refused when opened, saying why
+        #: cast-value-rs' cast; an array this engine cannot cast is refused when opened
+        self._cast_array = _cast_array()
+        #: the (encode, decode) scalar map entries for each array data type met
+        self._entries: dict[np.dtype[Any], tuple[Any, Any]] = {}
 
     @classmethod
     def from_config(cls, configuration: Mapping[str, Any]) -> CastValueCodec:
@@ -230,8 +238,19 @@ class CastValueCodec(ArrayArrayCodec):
             conf["scalar_map"] = self.scalar_map
         return conf
 
-    def _entries(self, direction: str, source: DataType, target: DataType) -> list[Any] | None:
-        """The ``direction`` map's pairs as the Python numbers ``cast-value-rs`` compares."""
+    def _maps(self, dtype: np.dtype[Any]) -> tuple[Any, Any]:
+        """The encode and decode maps' pairs, for an array of ``dtype``, as the Python numbers
+        ``cast-value-rs`` compares (None where a map is absent)."""
+        maps = self._entries.get(dtype)
+        if maps is None:
+            source = value_type(self.name, dtype)
+            maps = self._entries[dtype] = (
+                self._pairs("encode", source, self.target),
+                self._pairs("decode", self.target, source),
+            )
+        return maps
+
+    def _pairs(self, direction: str, source: DataType, target: DataType) -> list[Any] | None:
         pairs = (self.scalar_map or {}).get(direction)
         if pairs is None:
             return None
@@ -243,9 +262,7 @@ class CastValueCodec(ArrayArrayCodec):
         return out
 
     def validate(self, spec: ChunkSpec) -> None:
-        source = value_type(self.name, spec.dtype)
-        self._entries("encode", source, self.target)
-        self._entries("decode", self.target, source)
+        self._maps(spec.dtype)
 
     def resolve_spec(self, spec: ChunkSpec) -> ChunkSpec:
         try:
@@ -254,26 +271,24 @@ class CastValueCodec(ArrayArrayCodec):
             raise MetadataError(f"codec 'cast_value': the fill value: {exc}") from None
         return ChunkSpec(spec.shape, self.target.dtype, fill.reshape(()))
 
-    def _cast(self, arr: np.ndarray[Any, Any], to: DataType, entries: Any) -> Any:
-        return _cast_array()(
+    def _cast(self, arr: np.ndarray[Any, Any], to: np.dtype[Any], entries: Any) -> Any:
+        return self._cast_array(
             np.ascontiguousarray(arr),
-            target_dtype=to.dtype,
+            target_dtype=to,
             rounding_mode=cast(Any, self.rounding),
             out_of_range_mode=cast(Any, self.out_of_range),
             scalar_map_entries=entries,
         )
 
     def encode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
-        source = value_type(self.name, arr.dtype)
         try:
-            out = self._cast(arr, self.target, self._entries("encode", source, self.target))
+            out = self._cast(arr, self.target.dtype, self._maps(arr.dtype)[0])
         except (ValueError, OverflowError, TypeError) as exc:
             raise InvalidWriteError(f"codec 'cast_value': {exc}") from None
         return np.asarray(out, dtype=self.target.dtype).reshape(arr.shape)
 
     def decode(self, arr: np.ndarray[Any, Any], spec: ChunkSpec) -> np.ndarray[Any, Any]:
-        source = value_type(self.name, spec.dtype)
-        out = self._cast(arr, source, self._entries("decode", self.target, source))
+        out = self._cast(arr, spec.dtype, self._maps(spec.dtype)[1])
         return np.asarray(out, dtype=spec.dtype).reshape(spec.shape)
 
 
