@@ -17,15 +17,3 @@ from zarrfs.core.codecs import (  # noqa: F401
     values,
     zstd,
 )
-
-BUILTIN_CODECS = (
-    "blosc",
-    "bytes",
-    "cast_value",
-    "crc32c",
-    "gzip",
-    "scale_offset",
-    "sharding_indexed",
-    "transpose",
-    "zstd",
-)
