@@ -169,6 +169,8 @@ def test_struct_fill_values() -> None:
         {"fields": [{"name": "a", "data_type": "int8"}, {"name": "a", "data_type": "int8"}]},
         {"fields": [{"name": "a", "type": "int8"}]},
         {"fields": [{"name": "s", "data_type": "string"}]},
+        # each field within the element bound, the record not (numpy alone wraps its size)
+        {"fields": [{"name": f"f{i}", "data_type": "r134217728"} for i in range(257)]},
     ):
         with pytest.raises(MetadataError):
             parse_data_type({"name": "struct", "configuration": conf})

@@ -36,7 +36,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from zarrfs.core.dtypes import DataType, parse_data_type, register_data_type
+from zarrfs.core.dtypes import MAX_ITEMSIZE, DataType, parse_data_type, register_data_type
 from zarrfs.core.errors import MetadataError
 
 _HEX = re.compile(r"0x([0-9a-fA-F]+)")
@@ -225,6 +225,7 @@ def _record_fields(name: str, conf: Mapping[str, Any] | None) -> list[tuple[str,
     if not isinstance(fields, list) or not fields or set(conf or {}) != {"fields"}:
         raise MetadataError(f"data_type {name!r}: configuration must be {{'fields': [...]}}")
     out: list[tuple[str, DataType]] = []
+    seen: set[str] = set()  # (a set: a document of many fields is checked in linear time)
     for entry in fields:
         if name == "struct" and isinstance(entry, dict):
             if set(entry) != {"name", "data_type"} or not isinstance(entry["name"], str):
@@ -237,8 +238,9 @@ def _record_fields(name: str, conf: Mapping[str, Any] | None) -> list[tuple[str,
             field_name, field_type = entry
         else:
             raise MetadataError(f"data_type {name!r}: a field must be [name, type], got {entry!r}")
-        if not field_name or any(field_name == n for n, _ in out):
+        if not field_name or field_name in seen:
             raise MetadataError(f"data_type {name!r}: empty or duplicate field {field_name!r}")
+        seen.add(field_name)
         out.append((field_name, parse_data_type(field_type)))
     return out
 
@@ -252,6 +254,13 @@ def _record_type(name: str, conf: Mapping[str, Any] | None) -> RawEncodedType:
     nested records), or the same base64 form, which zarr-python also reads."""
     fields = _record_fields(name, conf)
     parts = [(n, dt.dtype) for n, dt in fields]
+    # bounded like every other element, and before numpy sizes it (numpy wraps a record's
+    # size past 2**31 bytes around without an error)
+    size = sum(dt.itemsize for _, dt in parts)
+    if size > MAX_ITEMSIZE:
+        raise MetadataError(
+            f"data_type {name!r}: an element of {size} bytes is larger than {MAX_ITEMSIZE}"
+        )
     dtype = np.dtype(parts)
     little = dtype.newbyteorder("<")
 

@@ -76,6 +76,10 @@ def test_structured_types_nest_and_round_trip() -> None:
         ([["a", "<i4"], ["a", "<i2"]], MetadataError),
         ([["a"]], MetadataError),
         ([["a", "<i4", [0]]], MetadataError),
+        # fields within the element bound whose sum is not: numpy alone would size this
+        # record 8 bytes (its size wraps past 2**32) and put every field at offset 0
+        ([[f"f{i}", "|S16777216"] for i in range(256)] + [["z", "|S8"]], MetadataError),
+        ([["a", "<f8", [2097152]], ["b", "|S1"]], MetadataError),
     ],
 )
 def test_invalid_types_are_refused(value: Any, error: type[Exception]) -> None:

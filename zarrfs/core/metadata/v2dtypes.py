@@ -169,6 +169,11 @@ def _structured_dtype(fields: list[Any], depth: int) -> np.dtype[Any]:
             spec.append((name, sub, tuple(shape)))
         else:
             spec.append((name, sub))
+    # the whole record bounded too, before numpy sizes it: numpy wraps a record's size past
+    # 2**31 bytes around without an error (256 fields of 16 MiB and one of 8 bytes: 8)
+    size = sum(part[1].itemsize * math.prod(part[2] if len(part) == 3 else ()) for part in spec)
+    if size > MAX_ITEMSIZE:
+        raise MetadataError(f"structured dtype: an element of {size} bytes is too large")
     try:
         return np.dtype(spec)
     except (TypeError, ValueError) as exc:
