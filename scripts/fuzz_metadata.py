@@ -60,6 +60,11 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         for i, doc in enumerate(SEEDS):
             (out / f"seed-{i}.json").write_text(json.dumps(doc, indent=2))
+        # and every array document of the interop fixtures (data types, codecs and
+        # configurations as other implementations write them)
+        fixtures = Path(__file__).resolve().parent.parent / "tests" / "interop"
+        for i, path in enumerate(sorted(fixtures.rglob("zarr.json"))):
+            (out / f"fixture-{i}.json").write_bytes(path.read_bytes())
         return
     atheris.Setup(sys.argv, test_one_input)
     atheris.Fuzz()
