@@ -173,3 +173,24 @@ def test_zfpy_is_refused_with_its_reason(tmp_path: Path, mounter) -> None:
     m = mounter(tmp_path, "ro")
     info = json.loads((m.path / "zlib" / "info.json").read_text())
     assert info["shown"] is False and "zfpy is not installed" in info["reason"]
+
+
+def test_filters_that_would_invent_numbers_are_refused_with_their_reason(
+    tmp_path: Path, mounter
+) -> None:
+    """An ``astype`` to ``|V3`` stores 3 bytes of each float, which numcodecs decodes to other
+    numbers without an error: shown as skipped, with the reason, not read or written."""
+    write_v2(tmp_path, "crc32", filtered=True)  # a delta filter, as zarr-python writes it
+    zarray = tmp_path / "crc32_f" / ".zarray"
+    doc = json.loads(zarray.read_text())
+    doc["filters"] = [{"id": "astype", "encode_dtype": "|V3", "decode_dtype": "<f4"}]
+    zarray.write_text(json.dumps(doc))
+    write_v3(tmp_path, "delta")
+    doc = json.loads((tmp_path / "delta" / "zarr.json").read_text())
+    doc["codecs"][0] = {"name": "numcodecs.delta", "configuration": {"dtype": "<M8[s]"}}
+    (tmp_path / "delta" / "zarr.json").write_text(json.dumps(doc))
+    m = mounter(tmp_path, "ro")
+    for name, reason in (("crc32_f", "filter 'astype'"), ("delta", "filter 'delta'")):
+        info = json.loads((m.path / name / "info.json").read_text())
+        assert info["shown"] is False and reason in info["reason"], info
+        assert not (m.path / name / "data.raw").exists()

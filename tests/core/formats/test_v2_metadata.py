@@ -231,6 +231,43 @@ def test_invalid_zarray(changes: dict[str, Any], error: type[Exception]) -> None
         array_metadata_v2(_doc(**changes))
 
 
+@pytest.mark.parametrize(
+    "filters",
+    [
+        # what these would store decodes to other numbers, or to nothing
+        [{"id": "astype", "encode_dtype": "|V3", "decode_dtype": "<f8"}],
+        [{"id": "astype", "encode_dtype": "|S8", "decode_dtype": "<f8"}],
+        [{"id": "delta", "dtype": "<M8[s]"}],
+        [{"id": "fixedscaleoffset", "offset": None, "scale": 10, "dtype": "<f8", "astype": "<i4"}],
+        [{"id": "fixedscaleoffset", "offset": 0, "scale": 10, "dtype": "<f8", "astype": "|V4"}],
+        [{"id": "astype", "encode_dtype": "|u1", "decode_dtype": "<f8"}, {"id": "packbits"}],
+        [
+            {"id": "astype", "encode_dtype": "<i8", "decode_dtype": "<f8"},
+            {"id": "bitround", "keepbits": 3},  # (bitround takes floats)
+        ],
+        [{"id": "shuffle", "elementsize": 16}],  # 3 x 7 x 8 bytes: not whole elements
+    ],
+)
+def test_filters_whose_output_cannot_be_decoded_are_refused(filters: list[Any]) -> None:
+    with pytest.raises(MetadataError, match="filter"):
+        array_metadata_v2(_doc(filters=filters))
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        [{"id": "delta", "dtype": "<f8", "astype": "<f4"}],
+        [{"id": "fixedscaleoffset", "offset": 1, "scale": 10, "dtype": "<f8", "astype": "<i2"}],
+        [{"id": "quantize", "digits": 2, "dtype": "<f8"}],
+        [{"id": "astype", "encode_dtype": "<f4", "decode_dtype": "<f8"}],
+        [{"id": "bitround", "keepbits": 60}],  # (encoding fails; decoding is a copy: readable)
+        [{"id": "shuffle", "elementsize": 8}],
+    ],
+)
+def test_filters_zarr_python_writes_are_accepted(filters: list[Any]) -> None:
+    array_metadata_v2(_doc(filters=filters))
+
+
 def test_object_arrays_raise_with_a_summary() -> None:
     doc = _doc(dtype="|O", filters=[{"id": "vlen-utf8"}], fill_value="")
     with pytest.raises(VariableLengthArrayError) as info:

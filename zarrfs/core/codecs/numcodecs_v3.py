@@ -39,6 +39,7 @@ from numcodecs.abc import Codec as NumCodec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
 from zarrfs.core.codecs._bounded import encoded_size_bound
+from zarrfs.core.codecs._filters import filter_output
 from zarrfs.core.codecs.base import (
     ArrayArrayCodec,
     ArrayBytesCodec,
@@ -139,6 +140,7 @@ class NumcodecsArrayCodec(_Numcodecs, ArrayArrayCodec):
             raise MetadataError(f"codec {self.name!r} needs a bool data type, not {spec.dtype}")
         if spec.dtype.kind not in "biufc":
             raise MetadataError(f"codec {self.name!r} applies to numbers, not {spec.dtype}")
+        filter_output(self.codec, spec.dtype)
 
     def resolve_spec(self, spec: ChunkSpec) -> ChunkSpec:
         dtype = self.encoded_dtype(spec.dtype)

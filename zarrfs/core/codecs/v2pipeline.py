@@ -31,6 +31,7 @@ import numpy as np
 from numcodecs.abc import Codec as NumCodec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
+from zarrfs.core.codecs._filters import filter_output
 from zarrfs.core.codecs.base import ArrayBytesCodec, ChunkSpec
 from zarrfs.core.codecs.v2compressors import V2Compressor, build_numcodec
 from zarrfs.core.errors import CorruptDataError, MetadataError, UnsupportedError
@@ -52,6 +53,16 @@ def _retype(decoded: str, encoded: str) -> Callable[[NumCodec, int], int]:
     return size
 
 
+def _shuffled_size(codec: NumCodec, nbytes: int) -> int:
+    size = codec.elementsize
+    if type(size) is not int or size < 1 or nbytes % size:
+        raise MetadataError(
+            f"filter 'shuffle': a chunk of {nbytes} bytes is not a whole number of elements "
+            f"of its elementsize {size!r}"
+        )
+    return nbytes
+
+
 #: filter id -> size of the filter's output for an input of ``nbytes`` bytes
 FILTER_SIZES: dict[str, Callable[[NumCodec, int], int]] = {
     "delta": _retype("dtype", "astype"),
@@ -60,7 +71,7 @@ FILTER_SIZES: dict[str, Callable[[NumCodec, int], int]] = {
     "categorize": _retype("dtype", "astype"),
     "astype": _retype("decode_dtype", "encode_dtype"),
     "packbits": lambda codec, nbytes: 1 + ceil(nbytes / 8),
-    "shuffle": lambda codec, nbytes: nbytes,
+    "shuffle": _shuffled_size,
     "bitround": lambda codec, nbytes: nbytes,
 }
 
@@ -113,6 +124,9 @@ class V2PipelineCodec(ArrayBytesCodec):
         self.order = cast(Literal["C", "F"], order)
         self.filter_configs = [dict(f) for f in filters] if filters else None
         self.filters: tuple[NumCodec, ...] = tuple(build_filter(f) for f in filters or ())
+        elements = dtype
+        for codec in self.filters:  # each filter takes what the one before gives
+            elements = filter_output(codec, elements)
         self.compressor = None if compressor is None else V2Compressor(compressor)
 
     @classmethod
