@@ -16,6 +16,8 @@ from __future__ import annotations
 import errno
 import io
 import json
+import os
+import shutil
 import subprocess
 import tracemalloc
 from pathlib import Path
@@ -349,6 +351,29 @@ def test_views_option_child_named_group_nc_and_corrupt_chunks(tmp_path: Path) ->
             h.read(e.start + 16, 16)
     finally:
         tree.close()
+
+
+def test_names_that_are_not_utf8_leave_out_only_their_array(tmp_path: Path) -> None:
+    """netCDF names are UTF-8: an array whose directory name is not (a store's file name
+    decoded with surrogate escapes), or a dimension name with a lone surrogate (JSON allows
+    one), is left out or renamed with the reason; the rest of the file reads."""
+    store = tmp_path / "u.zarr"
+    root = zarr.open_group(store, mode="w", zarr_format=3)
+    a = root.create_array("a", shape=(3,), dtype="<i2", chunks=(3,), compressors=None)
+    a[:] = [1, 2, 3]
+    named = root.create_array("d", shape=(2,), dtype="u1", dimension_names=["ok"])
+    named[:] = [4, 5]
+    doc = json.loads((store / "d" / "zarr.json").read_text())
+    doc["dimension_names"] = ["bad\udcff"]  # json.dumps spells it as the escape \udcff
+    (store / "d" / "zarr.json").write_text(json.dumps(doc))
+    shutil.copytree(store / "a", os.fsdecode(bytes(store) + b"/bad\xffname"))
+    path = as_file(tmp_path, read_view(store))
+    with netCDF4.Dataset(path) as nc:
+        assert set(nc.variables) == {"a", "d"}
+        np.testing.assert_array_equal(nc["a"][:], [1, 2, 3])
+        assert nc["d"].dimensions == ("d_dim0",)  # its own dimension, not the bad name
+        excluded = nc.getncattr(netcdf.EXCLUDED_ATTR)  # (one line: a string)
+        assert excluded == "bad\\udcffname: its name is not UTF-8 text, which netCDF names are"
 
 
 # ----------------------------------------------------------------------------- tier 2

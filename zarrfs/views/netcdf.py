@@ -169,7 +169,22 @@ def dimension_names(meta: ArrayMetadata) -> tuple[str | None, ...]:
 
 
 def _valid_name(name: str) -> bool:
-    return bool(name) and "/" not in name and name != "." and "\x00" not in name
+    return bool(name) and "/" not in name and name != "." and "\x00" not in name and _utf8(name)
+
+
+def _utf8(name: str) -> bool:
+    """Whether ``name`` is UTF-8 text (netCDF's names are); a store's file name that is not
+    decodes with surrogate escapes, and JSON may hold lone surrogates."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _excluded_line(name: str, why: str) -> str:
+    """A line of ``zarrfs_excluded``: the name as text even where it is not UTF-8."""
+    return f"{name.encode('utf-8', 'backslashreplace').decode('utf-8')}: {why}"
 
 
 def plan_dimensions(variables: Sequence[_Var]) -> dict[str, int]:
@@ -337,7 +352,9 @@ def _select(
     variables: list[_Var] = []
     for m in sorted(members, key=lambda m: m.name):
         dtype, why = file_dtype(m.metadata.dtype, byte_order)
-        if dtype is None:
+        if not _utf8(m.name):
+            left_out[m.name] = "its name is not UTF-8 text, which netCDF names are"
+        elif dtype is None:
             left_out[m.name] = why
         elif 0 in m.metadata.shape:
             left_out[m.name] = "netCDF has no fixed dimension of length 0"
@@ -373,7 +390,7 @@ def size_bound(
     variables, left_out = _select(members, byte_order, excluded)
     sizes = plan_dimensions(variables)
     total = _FILE_BASE + len(sizes) * _PER_DIMENSION + _attributes_bound(group_attributes)
-    total += sum(2 * len(f"{n}: {why}".encode()) + 64 for n, why in left_out.items())
+    total += sum(2 * len(_excluded_line(n, why).encode()) + 64 for n, why in left_out.items())
     for v in variables:
         meta = v.member.metadata
         total += _PER_VARIABLE + _PER_AXIS * meta.ndim + meta.nbytes
@@ -434,7 +451,7 @@ def render(
                 scales[dim].attrs.create("REFERENCE_LIST", np.array(entries, _REFERENCE_LIST))
         _copy_attributes(f.attrs, group_attributes, "the group")
         if left_out:
-            lines = [f"{name}: {why}" for name, why in sorted(left_out.items())]
+            lines = [_excluded_line(name, why) for name, why in sorted(left_out.items())]
             f.attrs.create(EXCLUDED_ATTR, np.array(lines, dtype=h5py.string_dtype()))
         _set_attr(f.attrs, "_NCProperties", _properties())
         # the data last: every byte of metadata lies before the first extent, so reading
