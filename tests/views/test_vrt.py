@@ -194,6 +194,50 @@ def test_conventions_without_gdal() -> None:
     assert geo is not None and json.loads(geo.srs or "") == projjson["_CRS"]["projjson"]
 
 
+def test_attributes_that_name_nothing_give_no_georeferencing() -> None:
+    """Attributes are free-form: what cannot georeference is ignored, never an error."""
+    none = {}.get
+    for attrs in (
+        {"grid_mapping": ":"},  # the extended form with no variable before the colon
+        {"grid_mapping": "  : x y"},
+        {"spatial:transform": [10**400, 0, 0, 0, 1, 0], "spatial:dimensions": ["y", "x"]},
+        {"spatial:transform": [1, 0, -(10**400), 0, 1, 0], "spatial:dimensions": ["y", "x"]},
+    ):
+        assert georeference(attrs, {}, ["y", "x"], (2, 3), none, none) is None, attrs
+
+
+def test_damaged_or_unreachable_neighbours_leave_the_vrt_unreferenced(tmp_path) -> None:
+    """A grid-mapping variable whose metadata is broken, a coordinate array with a damaged
+    chunk, a name that is no sibling ("..", "."): the VRT is rendered in pixel coordinates (as
+    for a missing neighbour), not refused."""
+    store = tmp_path / "n.zarr"
+    root = zarr.open_group(str(store), mode="w")
+    root.create_array("broken", shape=(3,), dtype="float64")
+    y = root.create_array("y", shape=(2,), chunks=(2,), dtype="float64", compressors=None)
+    x = root.create_array("x", shape=(3,), chunks=(3,), dtype="float64")
+    y[...], x[...] = [5.0, 3.0], [10.0, 20.0, 30.0]
+    cases = {
+        "gm_broken": {"grid_mapping": "broken"},
+        "gm_up": {"grid_mapping": ".."},
+        "gm_here": {"grid_mapping": "."},
+        "crs_damaged": {"_CRS": {"wkt": "EPSG:3857"}},  # y's chunk is damaged below
+    }
+    for name, attrs in cases.items():
+        root.create_array(name, shape=(2, 3), dtype="int16", dimension_names=["y", "x"],
+                          attributes=attrs)  # fmt: skip
+    (store / "broken" / "zarr.json").write_text('{"zarr_format": 3, "node_type": "array"}')
+    (store / "y" / "c" / "0").write_bytes(b"\x00" * 3)
+    t = open_tree(str(store), Opts(read_only=True, writeback=0))
+    try:
+        for name in ("gm_broken", "gm_up", "gm_here"):
+            doc = read_all(t.lookup(name).lookup("data.vrt"))
+            assert doc == vrt.vrt_document(np.dtype("int16"), (2, 3), "little"), name
+        doc = read_all(t.lookup("crs_damaged").lookup("data.vrt"))
+        assert b"<SRS>EPSG:3857</SRS>" in doc and b"GeoTransform" not in doc
+    finally:
+        t.close()
+
+
 # ----------------------------------------------------------------------------- tier 3
 
 GDAL_WRITE = r"""

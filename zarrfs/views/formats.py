@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zarrfs.core.array import ZarrArray
-from zarrfs.core.errors import NodeNotFound, ZarrFSError
+from zarrfs.core.errors import CorruptDataError, MetadataError, NodeNotFound, ZarrFSError
 from zarrfs.core.hierarchy import Node, join
 from zarrfs.views import nifti, vrt
 from zarrfs.views.georef import georeference
@@ -52,6 +53,19 @@ def present_formats(arr: ZarrArray, enabled: Callable[[str], bool]) -> list[str]
     return out
 
 
+log = logging.getLogger(__name__)
+
+#: what leaves a neighbour out of a rendering, as if it were missing (logged): its metadata
+#: or its data cannot be read. A store error is not one: it may pass, and a rendering made
+#: without the neighbour would be kept.
+_UNREADABLE = (MetadataError, CorruptDataError)
+
+
+def _sibling_name(name: str) -> bool:
+    """Whether an attribute's ``name`` can name a sibling node."""
+    return bool(name) and name not in (".", "..") and "/" not in name
+
+
 def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
@@ -75,24 +89,34 @@ class _Neighbours:
         if group is not None:
             self.group_attrs = group.metadata.attributes
 
+    def _left_out(self, kind: str, name: str, exc: Exception) -> None:
+        log.info("/%s: neighbour %r left out of a header: %s", self.arr.path, name, exc)
+        self.deps.append((kind, name, False))
+
     def sibling_array(self, name: str) -> ZarrArray | None:
-        if not self.arr.path or not name or "/" in name:
+        if not self.arr.path or not _sibling_name(name):
             return None
         try:
             sib = self.ctx.hierarchy.array(join(self.parent, name))
         except NodeNotFound:
             self.deps.append(("array", name, False))
             return None
+        except _UNREADABLE as exc:
+            self._left_out("array", name, exc)
+            return None
         self.deps.append(("array", name, True))
         return sib
 
     def sibling_attrs(self, name: str) -> Mapping[str, Any] | None:
-        if not self.arr.path or not name or "/" in name:
+        if not self.arr.path or not _sibling_name(name):
             return None
         try:
             node = self.ctx.hierarchy.node(join(self.parent, name))
         except NodeNotFound:
             self.deps.append(("node", name, False))
+            return None
+        except _UNREADABLE as exc:
+            self._left_out("node", name, exc)
             return None
         self.deps.append(("node", name, True))
         return node.metadata.attributes
@@ -103,7 +127,11 @@ class _Neighbours:
             return None
         if sib.dtype.kind not in "iuf":
             return None
-        data = sib.read(0, sib.nbytes, "little")
+        try:
+            data = sib.read(0, sib.nbytes, "little")
+        except _UNREADABLE as exc:  # (a damaged chunk: no coordinates, as for a missing array)
+            log.info("/%s: coordinate %r left out of a header: %s", self.arr.path, name, exc)
+            return None
         return np.frombuffer(data, dtype=sib.dtype.newbyteorder("<"))
 
     def stored_nifti(self) -> bytes | None:
@@ -146,6 +174,8 @@ def _dep_token(ctx: MountContext, parent: str, dep: tuple[str, str, bool]) -> tu
         return (kind, name, id(node), node.mtime_ns)
     except NodeNotFound:
         return (kind, name, None)
+    except _UNREADABLE:  # (read when it was not: the rendering is made again)
+        return (kind, name, "unreadable")
 
 
 def _render(

@@ -39,9 +39,14 @@ AttributeReader = Callable[[str], "Mapping[str, Any] | None"]
 
 
 def _float(v: Any) -> float | None:
+    """A finite float from a JSON number (an integer past float's range, as JSON may spell
+    one, gives None, like infinities)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
     return f if np.isfinite(f) else None
 
 
@@ -154,10 +159,10 @@ def georeference(
         if srs is not None or gt is not None:
             return Georeference(gt, srs, "_CRS")
     mapping = attrs.get("grid_mapping")
-    if isinstance(mapping, str) and mapping.strip():
-        # the CF extended form "crs: x y" names the variable before the colon
-        name = mapping.split(":")[0].split()[0]
-        var = read_attributes(name) or {}
+    # the CF extended form "crs: x y" names the variable before the colon
+    words = mapping.split(":")[0].split() if isinstance(mapping, str) else []
+    if words:
+        var = read_attributes(words[0]) or {}
         srs = _srs_text(var.get("crs_wkt")) or _srs_text(var.get("spatial_ref"))
         gt = _coordinate_transform(dims, shape, read_coordinate)
         if gt is None and isinstance(var.get("GeoTransform"), str):
