@@ -140,6 +140,19 @@ def test_ome_ngff_voxel_sizes_units_and_affine() -> None:
     assert nifti.ome_axes(bad, "0", 4) is None
 
 
+def test_ome_metadata_that_cannot_apply_gives_no_geometry() -> None:
+    """Group attributes are free-form: values no transformation can hold leave the header
+    without OME geometry instead of failing it (which failed ``ls`` of the group's arrays)."""
+    huge = ome_attrs({"0": [1.0, 10**400, 1.0, 1.0]})  # JSON may spell such an integer
+    assert nifti.ome_axes(huge, "0", 4) is None
+    shifted = ome_attrs({"0": [1.0, 1.0, 1.0, 1.0]}, [0, -(10**400), 0, 0])
+    assert nifti.ome_axes(shifted, "0", 4) is None
+    for datasets in (5, None, True):
+        odd = ome_attrs({"0": [1.0] * 4})
+        odd["multiscales"][0]["datasets"] = datasets
+        assert nifti.ome_axes(odd, "0", 4) is None
+
+
 def nifti_zarr_header(shape_xyz: tuple[int, ...]) -> tuple[bytes, np.ndarray]:
     """A header as a NIfTI file of that shape carries (rotated affine, description, intent)."""
     affine = np.array([[0.0, -0.8, 0.0, 12.0], [0.9, 0.0, 0.0, -4.0],

@@ -484,3 +484,26 @@ def test_ome_xml_of_ngff_0_4_axes_is_valid_and_states_the_order(axes, shape) -> 
         assert px.time_increment == 1.5 and px.time_increment_unit.value == "ms"
     # ImageJ gets a hyperstack only where the axes run in its plane order (t, z, c)
     assert (meta.imagej is not None) == (axes in ("tzcyx", "cyx", "zyx", "tyx"))
+
+
+def test_ngff_metadata_that_cannot_apply_is_not_used() -> None:
+    """Scales past float's range, a ``datasets`` that is no list, axes that are not the
+    array's: the TIFF view is described without them, never refused."""
+    axes = [{"name": a, "type": "space", "unit": "micrometer"} for a in "zyx"]
+    ms = {
+        "version": "0.4",
+        "axes": axes,
+        "datasets": [
+            {
+                "path": "0",
+                "coordinateTransformations": [{"type": "scale", "scale": [1, 10**400, 1]}],
+            }
+        ],
+    }
+    ngff = ngff_image({"multiscales": [ms]}, "0")
+    assert ngff is not None and ngff.scale is None
+    assert ngff_image({"multiscales": [{**ms, "datasets": 5}]}, "0") is None
+    fine = ngff_image({"multiscales": [{**ms, "datasets": [{"path": "0"}]}]}, "0")
+    # an entry of three axes for an array of four, named by its dimension names
+    meta = tiff_meta("u2", (2, 3, 4, 5), ["t", "z", "y", "x"], fine, "img")
+    assert meta.ome is None and meta.imagej is not None

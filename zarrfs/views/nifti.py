@@ -29,6 +29,7 @@ import base64
 import binascii
 import io
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +104,18 @@ def multiscales(attrs: Mapping[str, Any]) -> list[Any]:
     return found if isinstance(found, list) else []
 
 
+def _finite(v: Any) -> float | None:
+    """A JSON number as a finite float, else None (booleans, text, infinities, and integers
+    past float's range, which JSON may spell)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
 def _scale_translation(transforms: Any, rank: int) -> tuple[list[float], list[float]] | None:
     """(scale, translation) of an OME-NGFF ``coordinateTransformations`` list, or None when it
     holds anything else (or a ``path`` reference, or lengths that do not match the rank)."""
@@ -115,17 +128,14 @@ def _scale_translation(transforms: Any, rank: int) -> tuple[list[float], list[fl
         if not isinstance(t, dict) or t.get("type") not in ("scale", "translation"):
             return None
         values = t.get(t["type"])
-        if (
-            not isinstance(values, list)
-            or len(values) != rank
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        ):
+        numbers = [_finite(v) for v in values] if isinstance(values, list) else []
+        if len(numbers) != rank or None in numbers:
             return None
         if t["type"] == "scale":
-            scale = [s * float(v) for s, v in zip(scale, values)]
-            translation = [x * float(v) for x, v in zip(translation, values)]
+            scale = [s * float(v) for s, v in zip(scale, numbers)]  # type: ignore[arg-type]
+            translation = [x * float(v) for x, v in zip(translation, numbers)]  # type: ignore[arg-type]
         else:
-            translation = [x + float(v) for x, v in zip(translation, values)]
+            translation = [x + float(v) for x, v in zip(translation, numbers)]  # type: ignore[arg-type]
     return scale, translation
 
 
@@ -136,7 +146,8 @@ def ome_axes(group_attrs: Mapping[str, Any], name: str, rank: int) -> list[OmeAx
     for ms in multiscales(group_attrs):
         if not isinstance(ms, dict):
             continue
-        for ds in ms.get("datasets") or []:
+        datasets = ms.get("datasets")
+        for ds in datasets if isinstance(datasets, list) else []:
             if not isinstance(ds, dict) or ds.get("path") != name:
                 continue
             inner = _scale_translation(ds.get("coordinateTransformations"), rank)

@@ -99,7 +99,8 @@ def ngff_image(group_attrs: Mapping[str, Any], array_name: str) -> NgffImage | N
         if not isinstance(ms, Mapping) or not isinstance(ms.get("axes"), list):
             continue
         axes = tuple(a if isinstance(a, Mapping) else {"name": a} for a in ms["axes"])
-        for ds in ms.get("datasets") or []:
+        datasets = ms.get("datasets")
+        for ds in datasets if isinstance(datasets, list) else []:
             if isinstance(ds, Mapping) and ds.get("path") == array_name:
                 scale = _scale(ds.get("coordinateTransformations"), len(axes))
                 outer = _scale(ms.get("coordinateTransformations"), len(axes))
@@ -128,7 +129,13 @@ def _scale(transforms: Any, ndim: int) -> tuple[float, ...] | None:
 
 
 def _positive(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return False
+    try:
+        f = float(v)
+    except OverflowError:  # an integer past float's range, as JSON may spell one
+        return False
+    return math.isfinite(f) and f > 0
 
 
 def _channel_names(omero: Any) -> tuple[str, ...] | None:
@@ -165,6 +172,8 @@ def tiff_meta(
     """Descriptions for planes ``shape`` (rank >= 2, pages in C order) of an array of
     ``array_shape`` (the same unless the array is 1-D)."""
     lead = len(shape) - 2
+    if ngff is not None and len(ngff.axes) != len(shape):
+        ngff = None  # (a multiscales entry whose axes are not this array's: not used)
     roles = axis_roles(len(shape), dimension_names, ngff)
     named = roles is not None and lead > 0 and None not in roles and len(set(roles)) == lead
     stack = None
