@@ -86,3 +86,28 @@ def test_without_a_listing_time_every_array_is_checked(
     checked = _array_checks(version_calls)
     # the children were read before this call started: each is checked when listed ahead
     assert {f"g/{n}/zarr.json" for n in ARRAYS} <= set(checked)
+
+
+def test_a_fault_in_one_view_does_not_hide_its_siblings(
+    store: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A view whose rendering fails with an unexpected error (a fault of zarrfs, not a store
+    or data error) is left out of the listing and logged with its trace; the array's other
+    files are still listed."""
+    from zarrfs.views import arrays
+
+    def broken(*args: Any) -> int:
+        raise OverflowError("a fault in a header")
+
+    monkeypatch.setattr(arrays, "nifti_prefix_size", broken)
+    root = open_tree(str(store))
+    try:
+        array = root.lookup("g").lookup("a")
+        names = nodecalls.list_dir(array)
+        assert {"data.nii", "data.raw"} <= set(names)
+        listed = [name for _, name, _, _ in nodecalls.prepare_children(array, names, 0, len(names))]
+        assert "data.raw" in listed and "zarr.json" in listed
+        assert "data.nii" not in listed
+        assert "a fault in a header" in caplog.text
+    finally:
+        root.close()

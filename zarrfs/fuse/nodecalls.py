@@ -9,7 +9,9 @@ Invariants:
   client appears without waiting for a cache to expire), then reports ``NodeNotFound``;
 - listing a directory refreshes it first (``opendir`` revalidation);
 - while preparing a listing, a child that fails (``ZarrFSError``) is skipped so one broken array
-  does not hide its siblings; looking it up directly reports its error.
+  does not hide its siblings; looking it up directly reports its error. So is a child whose
+  lookup or ``stat`` fails with any other error (a fault of zarrfs, logged with its trace):
+  one view that cannot be rendered must not make the whole directory unreadable.
 """
 
 from __future__ import annotations
@@ -64,10 +66,16 @@ def _prepare_one(node: VDir, index: int, name: str) -> tuple[int, str, VNode, St
     except ZarrFSError as exc:  # one broken child must not hide its siblings
         log.debug("listing skips %r: %s", name, exc)
         return None
+    except Exception:  # nor a fault of zarrfs in one child (logged as one, with its trace;
+        # the child itself still answers EIO when it is used)
+        log.exception("listing skips %r after an unexpected error", name)
+        return None
     try:
         child.warm()
     except ZarrFSError as exc:  # reported when the child itself is used
         log.debug("warming %r: %s", name, exc)
+    except Exception:
+        log.exception("warming %r: unexpected error", name)
     return index, name, child, st
 
 
