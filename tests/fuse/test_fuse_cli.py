@@ -223,6 +223,34 @@ def test_daemon_is_found_by_proc_scan_without_its_pid_file(
         stop_process(proc)
 
 
+def test_read_only_daemon_started_with_a_relative_mountpoint_unmounts(
+    tmp_path, mountpoint, monkeypatch
+) -> None:
+    """``zarrfs mount -f store mnt -o ro`` run in the mountpoint's parent: its command line
+    names the mountpoint relative to that directory, which ``zarrfs umount MNT`` resolves; and
+    a read-only mount is never asked to flush (it refuses the write and holds nothing)."""
+    from zarrfs.fuse import daemon
+
+    env = zarrfs_env(tmp_path)
+    log = tmp_path / "ro.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            zarrfs_cmd("mount", "fake://tree", mountpoint.name, "-f", "-o", "ro"),
+            stdout=out, stderr=out, env=env, cwd=mountpoint.parent,
+        )  # fmt: skip
+    try:
+        wait_for_mount(mountpoint, proc, log)
+        monkeypatch.setenv("ZARRFS_RUNTIME_DIR", str(tmp_path / "run"))
+        runtime.pid_file(str(mountpoint)).unlink()
+        assert runtime.find_daemon(str(mountpoint)) == proc.pid  # from /proc, resolved
+        assert daemon._flush_through_control_file(str(mountpoint)) is None
+        assert zarrfs(tmp_path, "umount", str(mountpoint)).returncode == 0
+        assert proc.wait(timeout=10) == 0
+    finally:
+        force_unmount(mountpoint)
+        stop_process(proc)
+
+
 def test_auto_unmount_cleans_up_after_a_killed_daemon(tmp_path, mountpoint) -> None:
     result = zarrfs(tmp_path, "mount", "fake://tree", str(mountpoint), "-o", "auto_unmount")
     assert result.returncode == 0, result.stderr

@@ -410,7 +410,13 @@ def _libfuse_complaints(log_path: os.PathLike[str]) -> list[str]:
 
 
 def _flush_through_control_file(mountpoint: str) -> str | None:
-    """Write ``.zarrfs/flush`` of the mount; None once every dirty byte is stored, else why not."""
+    """Write ``.zarrfs/flush`` of the mount; None once every dirty byte is stored, else why not.
+    A read-only mount holds no dirty data (and refuses the write): nothing to do."""
+    try:
+        if os.statvfs(mountpoint).f_flag & os.ST_RDONLY:
+            return None
+    except OSError:
+        pass  # (the write below reports what is wrong)
     path = os.path.join(mountpoint, ".zarrfs", "flush")
     try:
         with open(path, "wb", buffering=0) as control:

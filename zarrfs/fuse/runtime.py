@@ -193,8 +193,21 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def _serves(pid: int, mountpoint: str) -> bool:
+    """Whether process ``pid`` is a zarrfs daemon given ``mountpoint`` (an absolute path) on its
+    command line, as written there or relative to the directory it was started in (``zarrfs
+    mount -f store mnt``)."""
     args = _cmdline(pid)
-    return mountpoint in args and "umount" not in args and any("zarrfs" in a for a in args)
+    if "umount" in args or not any("zarrfs" in a for a in args):
+        return False
+    if mountpoint in args:
+        return True
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    return any(
+        not os.path.isabs(a) and os.path.normpath(os.path.join(cwd, a)) == mountpoint for a in args
+    )
 
 
 def find_daemon(mountpoint: str) -> int | None:
