@@ -12,7 +12,7 @@ import zarr
 from zarrfs.core import direct
 from zarrfs.core.array import Engine
 from zarrfs.core.direct import OpenChunks, span_of, worth
-from zarrfs.core.errors import CorruptDataError
+from zarrfs.core.errors import CorruptDataError, MemoryLimitError
 from zarrfs.core.hierarchy import open_array
 from zarrfs.core.stores.base import ObjectReader
 from zarrfs.core.stores.local import LocalStore
@@ -241,3 +241,25 @@ def test_open_chunks_are_bounded_and_closed_only_when_unused(monkeypatch):
     chunks.release(missing)
     chunks.clear()
     assert len(chunks) == 0 and len(closed) == 4
+
+
+def test_chunks_larger_than_the_cache_are_read_from_their_files_or_refused(tmp_path):
+    """A chunk that decodes to more than the chunk cache holds is never loaded: plain-bytes
+    chunks are read straight from their files, small reads included; compressed ones, and
+    writes (over the dirty limit, 3/4 of ``cache_size``), fail with MemoryLimitError (ENOMEM)
+    before any allocation, naming the cache size that would do."""
+    plain, data = _array(tmp_path / "plain")
+    packed, _ = _array(tmp_path / "packed", compressors=[zarr.codecs.GzipCodec(level=1)])
+    unit = 16 * 32 * 4 * 4  # 8 KiB: a chunk cache of 4 KiB, a dirty limit of 3 KiB
+    for path, compressed in ((tmp_path / "plain" / "a", False), (tmp_path / "packed" / "a", True)):
+        arr = open_array(LocalStore(str(path)), "", Engine(cache_size=4 << 10, prefetch_bytes=0))
+        assert arr.oversize and unit > arr.engine.chunk_cache.capacity
+        if compressed:
+            with pytest.raises(MemoryLimitError, match="cache_size=1M or more"):
+                arr.read(0, 4)
+        else:  # (a load would be refused as the compressed one is: these come from the files)
+            for off, size in ((4 * 1000, 4), (0, arr.nbytes), (4 * 7, 4 * 3000)):
+                assert arr.read(off, size) == data.tobytes()[off : off + size]
+        with pytest.raises(MemoryLimitError, match="writing"):
+            arr.write(0, b"\0" * 4)
+    assert plain is not None and packed is not None

@@ -171,6 +171,32 @@ def test_hostile_metadata_is_a_refused_node(mounted: Any, case: str) -> None:
     assert grew <= META_BOUND, f"{case}: peak memory grew by {grew / MIB:.0f} MiB"
 
 
+def test_chunks_larger_than_the_cache(tmp_path: Path, mounter: Any) -> None:
+    """A valid chunk that decodes to more than the cache holds (32 MiB against 8 MiB) is never
+    decoded: reading the compressed one fails with ENOMEM (the log names the cache size that
+    would do), and the plain one is read straight from its file; memory stays bounded by the
+    cache, not the chunk. (A daemon of its own: the peak is measured from this warm-up.)"""
+    data = np.arange(SHAPE, dtype=np.uint64).astype(np.uint8)
+    root = tmp_path / "store"
+    write_group(root)
+    write_array(root, "ok", data, (CHUNK,), codecs("gzip", level=1))
+    write_array(root, "hugegz", data, (4 * SHAPE,), codecs("gzip", level=1))
+    write_array(root, "hugeraw", data, (4 * SHAPE,), BYTES)
+    m = mounter(root, f"cache_size={CACHE}", "timeout=20")
+    assert (m.path / "ok" / "data.raw").read_bytes() == data.tobytes()  # warm-up
+    base = hwm(m.pid)
+    assert errno_of(_read(m.path / "hugegz" / "data.raw")) == errno.ENOMEM
+    assert pread(m.path / "hugeraw" / "data.raw", 12345, 4096) == data[12345:16441].tobytes()
+    assert (m.path / "hugeraw" / "data.raw").read_bytes() == data.tobytes()
+    with pytest.raises(OSError) as exc:
+        with open(m.path / "hugeraw" / "data.raw", "r+b") as f:
+            f.write(b"x")
+    assert exc.value.errno == errno.ENOMEM
+    grew = hwm(m.pid) - base
+    assert grew <= DATA_BOUND, f"peak memory grew by {grew / MIB:.0f} MiB"
+    assert m.proc.poll() is None
+
+
 def test_two_to_the_forty_chunks(mounted: Any) -> None:
     """A 1 TiB array of 1-byte chunks: stat, reads and a listing of ``chunks/`` (2**40
     entries, read partially) answer at once with bounded memory."""

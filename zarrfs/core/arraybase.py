@@ -27,7 +27,7 @@ import numpy as np
 
 from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.engine import Engine
-from zarrfs.core.errors import InvalidWriteError
+from zarrfs.core.errors import InvalidWriteError, MemoryLimitError
 from zarrfs.core.grid import RegularGrid
 from zarrfs.core.layout import Box, flat_to_boxes
 from zarrfs.core.metadata.model import ArrayMetadata
@@ -186,6 +186,33 @@ class ArrayState:
     def chunk_nbytes(self) -> int:
         """Size of one ``chunks/`` file: the full (outer) chunk shape."""
         return prod(self.metadata.chunk_shape) * self.itemsize
+
+    def _unit_limit(self, writing: bool) -> int:
+        """The largest unit (a chunk, or an inner chunk of a shard) that can be read (held in
+        the chunk cache) or written (held dirty, within the dirty limit)."""
+        engine = self.engine
+        return (engine.dirty_limit or 0) if writing else engine.chunk_cache.capacity
+
+    @property
+    def oversize(self) -> bool:
+        """Whether one unit decodes to more than the chunk cache holds. Such a unit is never
+        loaded: it is read only straight from its stored file (plain-bytes chunks), and any
+        other read of it fails with ``MemoryLimitError`` (ENOMEM) before any allocation, as
+        does a write of a unit over the dirty limit (``check_unit_size``). Memory stays within
+        ``cache_size``, and a unit the cache cannot hold is not decoded again for every read
+        that touches it (a sequential reader of a 2 GiB chunk would decode it 2,048 times)."""
+        return self._unit_spec.nbytes > self._unit_limit(False)
+
+    def check_unit_size(self, what: str, writing: bool = False) -> None:
+        """Refuse ``what`` (reading or writing units) where a unit is over its limit."""
+        if self._unit_spec.nbytes <= self._unit_limit(writing):
+            return
+        need = -(-self._unit_spec.nbytes * 4 // 3 // (1 << 20))  # MiB: within both limits
+        raise MemoryLimitError(
+            f"/{self.path}: {what} needs its chunks in memory, {self._unit_spec.nbytes} bytes "
+            f"each, more than this mount's cache allows (-o cache_size={self.engine.cache_size}"
+            f"); mount with -o cache_size={need}M or more"
+        )
 
     @property
     def sharded(self) -> bool:

@@ -72,5 +72,10 @@ class NotPermittedError(ZarrFSError):
     """An operation the mounted tree never allows, such as deleting a view file."""
 
 
+class MemoryLimitError(ZarrFSError):
+    """Serving the request would need more memory than the mount may use: a chunk that decodes
+    to more than ``cache_size`` allows (``ArrayState.check_unit_size``)."""
+
+
 class InvalidWriteError(ZarrFSError):
     """A write, truncate or metadata change the array cannot represent."""

@@ -69,6 +69,7 @@ class ReadPath(ArrayState):
         if size <= 0:
             return memoryview(b"")
         out_dtype = self.dtype.newbyteorder(byte_order_char(byte_order))
+        direct = direct or self.oversize  # (the only way such units are read)
         e0, e1, skip = element_range(offset, size, self.itemsize)
         out = np.empty(e1 - e0, dtype=out_dtype)
         boxes = self._view_boxes(origin, shape, e0, e1)
@@ -140,6 +141,8 @@ class ReadPath(ArrayState):
                 if p.coords in chosen:
                     sels.setdefault(p.coords, []).append(p.chunk_sel)
         spec = self._unit_spec
+        if self.oversize:  # never loaded: any span of the file beats the refusal
+            return chosen
         return {c for c in chosen if worth(spec.shape, spec.dtype.itemsize, sels[c])}
 
     def _not_in_memory(self, coords: Iterable[Coords]) -> set[Coords]:
@@ -286,6 +289,7 @@ class ReadPath(ArrayState):
         """Load units from the store concurrently (joining loads already in flight). With
         ``partial`` and a streaming strategy, the loads run in the background and the units
         being loaded come back as their ``Load``."""
+        self.check_unit_size("reading")
         groups = self._units.groups(units)
         waits: list[Load] = []
         mine: list[Load] = []

@@ -122,6 +122,7 @@ class WritePath(Flushing):
         """Apply a write (``_write_lock`` held); returns the bytes newly made dirty. Raises
         ``_WouldBlock`` (``inline``) with nothing or a part applied (the same bytes again
         give the same result)."""
+        self.check_unit_size("writing", writing=True)
         in_dtype = self.dtype.newbyteorder(byte_order_char(byte_order))
         isz = self.itemsize
         e0, e1, skip = element_range(offset, len(data), isz)

@@ -17,6 +17,7 @@ The table (errno per failure, documented for users in the project docs):
     NodeNotFound                          ENOENT   not logged
     MetadataError (incl. UnsupportedError) EINVAL  warning
     InvalidWriteError                     EINVAL   warning (says why the write was refused)
+    MemoryLimitError                      ENOMEM   warning (a chunk larger than the cache)
     CorruptDataError                      EIO      error, once per key
     StoreError, StoreTimeout, ConflictError EIO    warning
     ReadOnlyError                         EROFS    not logged
@@ -37,6 +38,7 @@ import pyfuse3
 from zarrfs.core.errors import (
     CorruptDataError,
     InvalidWriteError,
+    MemoryLimitError,
     MetadataError,
     NodeNotFound,
     NotPermittedError,
@@ -51,6 +53,7 @@ ERRNO_TABLE: dict[type[BaseException], tuple[int, int | None]] = {
     NodeNotFound: (errno.ENOENT, None),
     MetadataError: (errno.EINVAL, logging.WARNING),
     InvalidWriteError: (errno.EINVAL, logging.WARNING),
+    MemoryLimitError: (errno.ENOMEM, logging.WARNING),
     CorruptDataError: (errno.EIO, logging.ERROR),
     StoreError: (errno.EIO, logging.WARNING),
     ReadOnlyError: (errno.EROFS, None),

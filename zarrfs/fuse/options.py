@@ -310,7 +310,11 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
     "threads": ("N", "worker threads for blocking store and codec calls (default 16)"),
     "timeout": ("SECONDS", "deadline of one data request before it fails with EIO (default 60)"),
     "log_level": ("LEVEL", "debug, info, warning or error (default info)"),
-    "cache_size": ("SIZE", "memory for decoded chunks and unflushed writes (default 1G)"),
+    "cache_size": (
+        "SIZE",
+        "memory for decoded chunks and unflushed writes (default 1G); a chunk larger than "
+        "it holds is refused (ENOMEM)",
+    ),
     "byte_order": ("ORDER", "byte order of data.raw and the views: little, big or native"),
     "prefetch": ("SIZE", "bytes read ahead for sequential readers (default 64M)"),
     "readahead": ("SIZE", "the kernel's read-ahead window for the mount (default 4M)"),
