@@ -262,4 +262,6 @@ def test_chunks_larger_than_the_cache_are_read_from_their_files_or_refused(tmp_p
                 assert arr.read(off, size) == data.tobytes()[off : off + size]
         with pytest.raises(MemoryLimitError, match="writing"):
             arr.write(0, b"\0" * 4)
+        with pytest.raises(MemoryLimitError, match="resizing"):  # a chunk cut in part
+            arr.resize((6, 40, 40))
     assert plain is not None and packed is not None

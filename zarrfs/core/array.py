@@ -205,6 +205,7 @@ class ZarrArray(WritePath):
             return 0
         if self.store.get(self.chunk_key(coords), ByteRange(0, 1)) is None and not self.sharded:
             return 0
+        self.check_unit_size("resizing", writing=True)  # (before reading the chunk whole)
         origin = self.grid.chunk_origin(coords)
         full = self._read_view(origin, cshape, 0, self.chunk_nbytes, "native")
         assert full is not None
