@@ -173,13 +173,9 @@ def _valid_name(name: str) -> bool:
 
 
 def _utf8(name: str) -> bool:
-    """Whether ``name`` is UTF-8 text (netCDF's names are); a store's file name that is not
-    decodes with surrogate escapes, and JSON may hold lone surrogates."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """Whether ``name`` is UTF-8 text, as netCDF names are: no surrogates (a store's file name
+    that is not UTF-8 decodes with surrogate escapes; JSON may hold lone surrogates)."""
+    return _SURROGATE.search(name) is None
 
 
 def _excluded_line(name: str, why: str) -> str:
@@ -265,6 +261,7 @@ def _copy_attributes(attrs: h5py.AttributeManager, source: Mapping[str, Any], wh
             log.warning("group.nc: attribute %r of %s left out: %s", name, what, exc)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _B64 = re.compile(r"^[A-Za-z0-9+/]{11}=$")
 
 
