@@ -190,8 +190,8 @@ class ArrayState:
     def _unit_limit(self, writing: bool) -> int:
         """The largest unit (a chunk, or an inner chunk of a shard) that can be read (held in
         the chunk cache) or written (held dirty, within the dirty limit)."""
-        engine = self.engine
-        return (engine.dirty_limit or 0) if writing else engine.chunk_cache.capacity
+        engine = self.engine  # (the cache's own capacity shrinks while writes are dirty)
+        return (engine.dirty_limit or 0) if writing else engine.cache_size - engine.pool_bytes
 
     @property
     def oversize(self) -> bool:

@@ -415,7 +415,7 @@ class ReadPath(ArrayState):
             return
         self._prefetch_end = end + window
         self._release_behind(end - min(RELEASE_SLACK, window))
-        if direct and self._units.direct:
+        if (direct and self._units.direct) or self.oversize:  # (nothing to load ahead)
             return
         engine = self.engine
         cache = engine.chunk_cache
