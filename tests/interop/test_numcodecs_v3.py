@@ -194,3 +194,37 @@ def test_filters_that_would_invent_numbers_are_refused_with_their_reason(
         info = json.loads((m.path / name / "info.json").read_text())
         assert info["shown"] is False and reason in info["reason"], info
         assert not (m.path / name / "data.raw").exists()
+
+
+def test_codecs_that_cannot_encode_refuse_writes_and_still_read(tmp_path: Path, mounter) -> None:
+    """A configuration numcodecs decodes with but cannot encode with (a ``zlib`` level of 99,
+    hand-edited into metadata zarr-python wrote): the array reads as before, and the first
+    write fails with EINVAL, naming the codec, with nothing made dirty or stored."""
+    write_v3(tmp_path, "zlib")
+    doc = json.loads((tmp_path / "zlib" / "zarr.json").read_text())
+    (z,) = [c for c in doc["codecs"] if c["name"] == "numcodecs.zlib"]
+    z["configuration"]["level"] = 99
+    (tmp_path / "zlib" / "zarr.json").write_text(json.dumps(doc))
+    write_v2(tmp_path, "crc32")
+    zarray = tmp_path / "crc32" / ".zarray"
+    v2doc = json.loads(zarray.read_text())
+    v2doc["filters"] = [{"id": "bitround", "keepbits": 60}]  # float32 has 23 mantissa bits
+    zarray.write_text(json.dumps(v2doc))
+
+    def files() -> list[tuple[Path, bytes]]:
+        found = [*(tmp_path / "zlib").rglob("*"), *(tmp_path / "crc32").rglob("*")]
+        return sorted((p, p.read_bytes()) for p in found if p.is_file())
+
+    stored = files()
+    want = np.asarray(zarr.open_array(tmp_path / "zlib", mode="r")[:])  # (decoding ignores it)
+    m = mounter(tmp_path)
+    assert (m.path / "zlib" / "data.raw").read_bytes() == _le(want)
+    for name in ("zlib", "crc32"):
+        with pytest.raises(OSError) as exc:
+            with open(m.path / name / "data.raw", "r+b") as f:
+                f.write(b"\0" * 4)
+        assert exc.value.errno == errno.EINVAL
+    stats = json.loads((m.path / ".zarrfs" / "stats.json").read_text())
+    assert stats["dirty"]["bytes"] == 0
+    m.unmount()
+    assert files() == stored

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import cached_property
 from math import prod
 from typing import Any, Literal
 
@@ -202,6 +203,12 @@ class ArrayState:
         ``cache_size``, and a unit the cache cannot hold is not decoded again for every read
         that touches it (a sequential reader of a 2 GiB chunk would decode it 2,048 times)."""
         return self._unit_spec.nbytes > self._unit_limit(False)
+
+    @cached_property
+    def cannot_encode(self) -> str | None:
+        """Why nothing written to this array could be stored (a numcodecs codec configured so
+        that it decodes but cannot encode), or None: checked at the first write, once."""
+        return self.metadata.codecs.prepare(self._chunk_spec).cannot_encode
 
     def check_unit_size(self, what: str, writing: bool = False) -> None:
         """Refuse ``what`` (reading or writing units) where a unit is over its limit."""

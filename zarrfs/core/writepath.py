@@ -123,6 +123,8 @@ class WritePath(Flushing):
         ``_WouldBlock`` (``inline``) with nothing or a part applied (the same bytes again
         give the same result)."""
         self.check_unit_size("writing", writing=True)
+        if self.cannot_encode is not None:  # (readable, but nothing written could be stored)
+            raise InvalidWriteError(f"/{self.path}: cannot be written: {self.cannot_encode}")
         in_dtype = self.dtype.newbyteorder(byte_order_char(byte_order))
         isz = self.itemsize
         e0, e1, skip = element_range(offset, len(data), isz)

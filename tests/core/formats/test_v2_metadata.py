@@ -268,6 +268,26 @@ def test_filters_zarr_python_writes_are_accepted(filters: list[Any]) -> None:
     array_metadata_v2(_doc(filters=filters))
 
 
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"compressor": {"id": "zlib", "level": 99}}, "compressor 'zlib' cannot encode"),
+        ({"compressor": {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 7}}, "blosc"),
+        ({"filters": [{"id": "bitround", "keepbits": 60}]}, "filter 'bitround' cannot encode"),
+        ({}, None),
+        ({"filters": [{"id": "shuffle", "elementsize": 8}], "compressor": None}, None),
+    ],
+)
+def test_codecs_that_decode_but_cannot_encode_are_named(
+    changes: dict[str, Any], reason: str | None
+) -> None:
+    """Readable arrays whose numcodecs configuration fails only when encoding: the reason
+    their writes are refused (``PreparedChain.cannot_encode``)."""
+    meta = array_metadata_v2(_doc(**changes))
+    why = meta.codecs.prepare(meta.chunk_spec()).cannot_encode
+    assert (why is None) if reason is None else (reason in (why or "")), why
+
+
 def test_object_arrays_raise_with_a_summary() -> None:
     doc = _doc(dtype="|O", filters=[{"id": "vlen-utf8"}], fill_value="")
     with pytest.raises(VariableLengthArrayError) as info:

@@ -15,8 +15,9 @@ Invariants:
   ``bitround`` floats, and eight zeros of its output type decode to eight elements of its
   input type (a trial once per array: parsed metadata is kept).
 - Only what breaks decoding is refused: a configuration numcodecs can decode with but not
-  encode with (a ``bitround`` ``keepbits`` past the mantissa) leaves the array readable, and
-  its writes fail at ``fsync``/``close`` with nothing stored, as any failed encode does.
+  encode with (a ``bitround`` ``keepbits`` past the mantissa, a ``zlib`` level of 99) leaves
+  the array readable, and its writes are refused (EINVAL, with the reason) before anything is
+  made dirty: ``encode_trial``, run at the array's first write.
 """
 
 from __future__ import annotations
@@ -95,3 +96,14 @@ def filter_output(codec: NumCodec, incoming: np.dtype[Any]) -> np.dtype[Any]:
             f"not {_TRIAL} elements of {trial_type.str}"
         )
     return out
+
+
+def encode_trial(codec: NumCodec, sample: Any, what: str) -> str | None:
+    """Why ``codec`` cannot encode ``sample`` (its configuration: a ``zlib`` level of 99, a
+    ``bitround`` ``keepbits`` past the mantissa), or None. Such an array stays readable; its
+    writes are refused (``Codec.cannot_encode``)."""
+    try:
+        codec.encode(sample)
+    except Exception as exc:  # numcodecs raises anything for a configuration it cannot use
+        return f"{what} {codec.codec_id!r} cannot encode: {type(exc).__name__}: {exc}"
+    return None

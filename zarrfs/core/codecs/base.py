@@ -123,6 +123,12 @@ class Codec(ABC):
     def validate(self, spec: ChunkSpec) -> None:
         """Raise ``MetadataError`` if this codec cannot handle chunks described by ``spec``."""
 
+    def cannot_encode(self, spec: ChunkSpec) -> str | None:
+        """Why this codec's configuration cannot encode chunks of ``spec`` though it decodes
+        them (a numcodecs codec fails only when used), or None. Checked once per array, at
+        its first write (``PreparedChain.cannot_encode``): reads never pay for it."""
+        return None
+
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.to_json() == other.to_json()  # type: ignore[union-attr]
 

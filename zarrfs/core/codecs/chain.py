@@ -15,6 +15,7 @@ a codec library raises becomes ``CorruptDataError``.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -138,6 +139,20 @@ class PreparedChain:
         self.encode_memory: int = max(
             [stages[0]] + [a + b for a, b in zip(stages, stages[1:], strict=False)]
         )
+
+    @functools.cached_property
+    def cannot_encode(self) -> str | None:
+        """Why chunks of this spec cannot be encoded (writes are then refused before anything
+        is made dirty), or None; computed at the first write, once."""
+        for codec, spec in (
+            *zip(self.chain.array_array, self.aa_specs),
+            (self.chain.array_bytes, self.ab_spec),
+            *((bb, self.ab_spec) for bb in self.chain.bytes_bytes),
+        ):
+            why = codec.cannot_encode(spec)
+            if why is not None:
+                return why
+        return None
 
     def check_encoded_size(self, nbytes: int) -> None:
         """Refuse a stored object larger than any valid chunk of this spec can take."""

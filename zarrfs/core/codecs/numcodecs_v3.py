@@ -39,7 +39,7 @@ from numcodecs.abc import Codec as NumCodec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
 from zarrfs.core.codecs._bounded import encoded_size_bound
-from zarrfs.core.codecs._filters import filter_output
+from zarrfs.core.codecs._filters import encode_trial, filter_output
 from zarrfs.core.codecs.base import (
     ArrayArrayCodec,
     ArrayBytesCodec,
@@ -108,6 +108,11 @@ class NumcodecsBytesCodec(_Numcodecs, BytesBytesCodec):
             raise CorruptDataError(f"{self.name}: decodes to more than {max_size} bytes")
         return out
 
+    def cannot_encode(self, spec: ChunkSpec) -> str | None:
+        if self.codec.codec_id in ("shuffle", "base64"):  # (no configuration to refuse)
+            return None
+        return encode_trial(self.codec, np.zeros(64, dtype="u1"), "codec")
+
     def max_encoded_size(self, size: int) -> int:
         if self.codec.codec_id == "base64":
             return 4 * ceil(size / 3) + 4
@@ -141,6 +146,9 @@ class NumcodecsArrayCodec(_Numcodecs, ArrayArrayCodec):
         if spec.dtype.kind not in "biufc":
             raise MetadataError(f"codec {self.name!r} applies to numbers, not {spec.dtype}")
         filter_output(self.codec, spec.dtype)
+
+    def cannot_encode(self, spec: ChunkSpec) -> str | None:
+        return encode_trial(self.codec, np.zeros(8, dtype=spec.dtype), "codec")
 
     def resolve_spec(self, spec: ChunkSpec) -> ChunkSpec:
         dtype = self.encoded_dtype(spec.dtype)

@@ -142,6 +142,13 @@ class ShardingCodec(ArrayBytesCodec):
         for coords in np.ndindex(*self.chunks_per_shard(shard_shape)):
             yield tuple(int(i) for i in coords)
 
+    def cannot_encode(self, spec: ChunkSpec) -> str | None:
+        inner = self.inner_chain(spec).cannot_encode
+        if inner is not None:
+            return inner
+        cps = self.chunks_per_shard(spec.shape)
+        return self.index_codecs.prepare(fmt.index_spec(cps)).cannot_encode
+
     def validate(self, spec: ChunkSpec) -> None:
         cps = self.chunks_per_shard(spec.shape)
         self.inner_chain(spec)  # validates the inner chain for the inner chunk spec

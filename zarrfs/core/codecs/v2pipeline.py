@@ -23,6 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from math import ceil, prod
 from typing import Any, Literal, cast
@@ -31,7 +32,7 @@ import numpy as np
 from numcodecs.abc import Codec as NumCodec
 from numcodecs.compat import ensure_bytes, ensure_contiguous_ndarray
 
-from zarrfs.core.codecs._filters import filter_output
+from zarrfs.core.codecs._filters import encode_trial, filter_output
 from zarrfs.core.codecs.base import ArrayBytesCodec, ChunkSpec
 from zarrfs.core.codecs.v2compressors import V2Compressor, build_numcodec
 from zarrfs.core.errors import CorruptDataError, MetadataError, UnsupportedError
@@ -178,6 +179,31 @@ class V2PipelineCodec(ArrayBytesCodec):
                 f"codec 'zarr_v2': chunks of {spec.dtype} do not match the stored type {self.dtype}"
             )
         self.filtered_size(spec.nbytes)
+
+    def cannot_encode(self, spec: ChunkSpec) -> str | None:
+        """The filters on zeros of the stored type, as many as make whole elements of every
+        type a filter views them as (``shuffle`` left out: its element size is a size rule of
+        the chunk, checked when the array is opened), then the compressor on 64 bytes
+        (``pcodec``, which takes numbers only, left out)."""
+        sizes = [self.dtype.itemsize, 8]
+        for codec in self.filters:
+            for attr in ("dtype", "astype", "decode_dtype", "encode_dtype"):
+                if getattr(codec, attr, None) is not None:
+                    sizes.append(np.dtype(getattr(codec, attr)).itemsize)
+        nbytes = math.lcm(*sizes)
+        if nbytes > 1 << 20:  # (no trial of the filters: types no numcodecs filter takes)
+            return None
+        buf: Any = np.zeros(nbytes // self.dtype.itemsize, dtype=self.dtype)
+        for codec in self.filters:
+            if codec.codec_id == "shuffle":
+                continue
+            why = encode_trial(codec, buf, "filter")
+            if why is not None:
+                return why
+            buf = codec.encode(buf)
+        if self.compressor is None or self.compressor.id == "pcodec":
+            return None
+        return encode_trial(self.compressor.codec, np.zeros(64, dtype="u1"), "compressor")
 
     def max_encoded_size(self, spec: ChunkSpec) -> int:
         size = self.filtered_size(spec.nbytes)
