@@ -30,24 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from zarrfs.views.numbers import finite_number
 from zarrfs.views.vrt import Georeference
 
 #: (name) -> the 1-D values of the sibling array called ``name``, or None
 CoordinateReader = Callable[[str], "np.ndarray[Any, Any] | None"]
 #: (name) -> the attributes of the sibling node called ``name``, or None
 AttributeReader = Callable[[str], "Mapping[str, Any] | None"]
-
-
-def _float(v: Any) -> float | None:
-    """A finite float from a JSON number (an integer past float's range, as JSON may spell
-    one, gives None, like infinities)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        f = float(v)
-    except OverflowError:
-        return None
-    return f if np.isfinite(f) else None
 
 
 def regular_step(values: np.ndarray[Any, Any]) -> float | None:
@@ -116,7 +105,7 @@ def _geozarr(
     transform = spatial.get("spatial:transform")
     names = spatial.get("spatial:dimensions")
     if transform is not None:
-        coeffs = [_float(v) for v in transform] if isinstance(transform, list) else []
+        coeffs = [finite_number(v) for v in transform] if isinstance(transform, list) else []
         kind = spatial.get("spatial:transform_type", "affine")
         size = spatial.get("spatial:shape", list(shape[-2:]))
         if (
@@ -166,7 +155,7 @@ def georeference(
         srs = _srs_text(var.get("crs_wkt")) or _srs_text(var.get("spatial_ref"))
         gt = _coordinate_transform(dims, shape, read_coordinate)
         if gt is None and isinstance(var.get("GeoTransform"), str):
-            parts = [_float(_parse(p)) for p in var["GeoTransform"].split()]
+            parts = [finite_number(_parse(p)) for p in var["GeoTransform"].split()]
             if len(parts) == 6 and all(p is not None for p in parts):
                 gt = tuple(parts)  # type: ignore[assignment]
         if srs is not None or gt is not None:

@@ -29,7 +29,6 @@ import base64
 import binascii
 import io
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +39,7 @@ from nibabel.nifti2 import Nifti2Header
 from nibabel.spatialimages import HeaderDataError
 
 from zarrfs.views.legacy import resolve_byte_order, type_code
+from zarrfs.views.numbers import finite_number
 
 log = logging.getLogger(__name__)
 
@@ -104,18 +104,6 @@ def multiscales(attrs: Mapping[str, Any]) -> list[Any]:
     return found if isinstance(found, list) else []
 
 
-def _finite(v: Any) -> float | None:
-    """A JSON number as a finite float, else None (booleans, text, infinities, and integers
-    past float's range, which JSON may spell)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    try:
-        f = float(v)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
-
-
 def _scale_translation(transforms: Any, rank: int) -> tuple[list[float], list[float]] | None:
     """(scale, translation) of an OME-NGFF ``coordinateTransformations`` list, or None when it
     holds anything else (or a ``path`` reference, or lengths that do not match the rank)."""
@@ -128,7 +116,7 @@ def _scale_translation(transforms: Any, rank: int) -> tuple[list[float], list[fl
         if not isinstance(t, dict) or t.get("type") not in ("scale", "translation"):
             return None
         values = t.get(t["type"])
-        numbers = [_finite(v) for v in values] if isinstance(values, list) else []
+        numbers = [finite_number(v) for v in values] if isinstance(values, list) else []
         if len(numbers) != rank or None in numbers:
             return None
         if t["type"] == "scale":

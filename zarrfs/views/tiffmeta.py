@@ -35,6 +35,8 @@ import numpy as np
 import tifffile
 from tifffile.tifffile import shaped_description
 
+from zarrfs.views.numbers import finite_number
+
 #: ImageJ's plane order: slowest first (time, depth, channel)
 _IMAGEJ_ROLES = ("t", "z", "c")
 #: data types ImageJ opens from a TIFF (tifffile's ImageJ writer accepts the same)
@@ -129,13 +131,8 @@ def _scale(transforms: Any, ndim: int) -> tuple[float, ...] | None:
 
 
 def _positive(v: Any) -> bool:
-    if not isinstance(v, int | float) or isinstance(v, bool):
-        return False
-    try:
-        f = float(v)
-    except OverflowError:  # an integer past float's range, as JSON may spell one
-        return False
-    return math.isfinite(f) and f > 0
+    f = finite_number(v)
+    return f is not None and f > 0
 
 
 def _channel_names(omero: Any) -> tuple[str, ...] | None:
