@@ -26,6 +26,7 @@ from zarrfs.fuse.errors import errno_for, fuse_error
         (core.ReadOnlyError("x"), errno.EROFS),
         (core.NotPermittedError("x"), errno.EPERM),
         (core.InvalidWriteError("x"), errno.EINVAL),
+        (core.MemoryLimitError("x"), errno.ENOMEM),
         (PermissionError("x"), errno.EACCES),
         (pyfuse3.FUSEError(errno.ENOTDIR), errno.ENOTDIR),
         (ValueError("a bug"), errno.EIO),
@@ -36,6 +37,33 @@ def test_table(exc: BaseException, code: int) -> None:
     assert errno_for(exc) == code
     translated = fuse_error(exc, "test")
     assert isinstance(translated, pyfuse3.FUSEError) and translated.errno == code
+
+
+def _raised_from(cause: BaseException, outer: BaseException) -> BaseException:
+    try:
+        raise outer from cause
+    except BaseException as exc:  # noqa: BLE001 - the chained exception is the point
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("cause", "code"),
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), errno.ENOSPC),
+        (OSError(errno.EDQUOT, "Disk quota exceeded"), errno.EDQUOT),
+        (OSError(errno.EROFS, "Read-only file system"), errno.EROFS),
+        (PermissionError(errno.EACCES, "Permission denied"), errno.EACCES),
+        (OSError(errno.EIO, "I/O error"), errno.EIO),  # others stay EIO
+        (OSError(errno.EMFILE, "Too many open files"), errno.EIO),
+        (_raised_from(OSError(errno.ENOSPC, "full"), RuntimeError("wrapped")), errno.ENOSPC),
+    ],
+)
+def test_store_errors_pass_on_what_the_file_system_said(cause, code) -> None:
+    """A full disk under a directory store is ENOSPC from ``fsync``/``close``, not EIO."""
+    exc = _raised_from(cause, core.StoreError("file:///s: 'a/c/0': the store's reason"))
+    assert errno_for(exc) == code and fuse_error(exc, "test").errno == code
+    timeout = _raised_from(cause, core.StoreTimeout("x"))
+    assert errno_for(timeout) == code  # (a subclass: the same rule)
 
 
 def test_corrupt_data_is_logged_once_per_key(caplog) -> None:

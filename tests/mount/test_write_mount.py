@@ -335,3 +335,27 @@ def test_truncate_while_another_process_writes_and_fsyncs(mounter, tmp_path, nam
         last = max(n for n in range(writes) if n % 4 == r)
         assert (got[r] == last).all()
     assert (got[SHAPE[0] // 2 :] == 0).all()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs under the store")
+def test_a_full_disk_is_enospc_from_fsync_and_close(tmp_path, mounter):
+    """A directory store on a file system that fills up: ``dd``'s ``fsync`` and ``close`` say
+    ENOSPC ("No space left on device"), as NFS reports it at close, not a bare EIO."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3M", "tmpfs", str(disk)], check=True)
+    try:
+        g = zarr.open_group(str(disk / "store"), mode="w")
+        g.create_array("a", shape=(8 << 20,), dtype="u1", chunks=(1 << 20,), compressors=None)
+        m = mounter(disk / "store")
+        result = subprocess.run(
+            ["dd", "if=/dev/urandom", f"of={m.path / 'a' / 'data.raw'}", "bs=1M", "count=8",
+             "conv=notrunc,fsync"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert result.returncode != 0
+        assert "No space left on device" in result.stderr, result.stderr
+        assert "Input/output error" not in result.stderr, result.stderr
+        m.unmount()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

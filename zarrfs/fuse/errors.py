@@ -19,7 +19,8 @@ The table (errno per failure, documented for users in the project docs):
     InvalidWriteError                     EINVAL   warning (says why the write was refused)
     MemoryLimitError                      ENOMEM   warning (a chunk larger than the cache)
     CorruptDataError                      EIO      error, once per key
-    StoreError, StoreTimeout, ConflictError EIO    warning
+    StoreError, StoreTimeout, ConflictError EIO    warning (ENOSPC, EDQUOT, EROFS or EACCES
+                                                    when the store's file system said so)
     ReadOnlyError                         EROFS    not logged
     NotPermittedError                     EPERM    not logged (deleting a view file)
     PermissionError (builtin)             EACCES   not logged
@@ -90,10 +91,31 @@ _messages = _Deduplicator(window=REPEAT_WINDOW_S)
 _crash_sites = _Deduplicator(window=None)
 
 
+#: errnos of the store's own file system that a ``StoreError`` passes on as they are: a full
+#: disk is ENOSPC to ``dd``, ``cp`` and ``rsync``, not a bare EIO (as NFS reports it at close)
+PASSED_ON = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES})
+
+
+def _passed_on(exc: BaseException) -> int | None:
+    """The ``PASSED_ON`` errno of the ``OSError`` a ``StoreError`` was raised from, if any."""
+    cause = exc.__cause__
+    for _ in range(4):  # (a short chain: the store wraps the OSError once or twice)
+        if cause is None:
+            return None
+        if isinstance(cause, OSError) and cause.errno in PASSED_ON:
+            return cause.errno
+        cause = cause.__cause__
+    return None
+
+
 def _table_entry(exc: BaseException) -> tuple[int, int | None] | None:
     for cls in type(exc).__mro__:
         entry = ERRNO_TABLE.get(cls)
         if entry is not None:
+            if cls is StoreError:
+                passed = _passed_on(exc)
+                if passed is not None:
+                    return passed, entry[1]
             return entry
     return None
 
