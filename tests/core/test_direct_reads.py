@@ -244,7 +244,8 @@ def test_open_chunks_are_bounded_and_closed_only_when_unused(monkeypatch):
 
 
 def test_chunks_larger_than_the_cache_are_read_from_their_files_or_refused(tmp_path):
-    """A chunk that decodes to more than the chunk cache holds is never loaded: plain-bytes
+    """A chunk that decodes to more than the chunk cache holds (and, here lowered to nothing,
+    more than ``Engine.min_unit_limit``) is never loaded: plain-bytes
     chunks are read straight from their files, small reads included; compressed ones, and
     writes (over the dirty limit, 3/4 of ``cache_size``), fail with MemoryLimitError (ENOMEM)
     before any allocation, naming the cache size that would do."""
@@ -252,7 +253,8 @@ def test_chunks_larger_than_the_cache_are_read_from_their_files_or_refused(tmp_p
     packed, _ = _array(tmp_path / "packed", compressors=[zarr.codecs.GzipCodec(level=1)])
     unit = 16 * 32 * 4 * 4  # 8 KiB: a chunk cache of 4 KiB, a dirty limit of 3 KiB
     for path, compressed in ((tmp_path / "plain" / "a", False), (tmp_path / "packed" / "a", True)):
-        arr = open_array(LocalStore(str(path)), "", Engine(cache_size=4 << 10, prefetch_bytes=0))
+        engine = Engine(cache_size=4 << 10, prefetch_bytes=0, min_unit_limit=0)
+        arr = open_array(LocalStore(str(path)), "", engine)
         assert arr.oversize and unit > arr.engine.cache_size - arr.engine.pool_bytes
         if compressed:
             with pytest.raises(MemoryLimitError, match="cache_size=1M or more"):
@@ -264,4 +266,8 @@ def test_chunks_larger_than_the_cache_are_read_from_their_files_or_refused(tmp_p
             arr.write(0, b"\0" * 4)
         with pytest.raises(MemoryLimitError, match="resizing"):  # a chunk cut in part
             arr.resize((6, 40, 40))
+        small = Engine(cache_size=4 << 10, prefetch_bytes=0)  # the floor: 64 MiB units load
+        arr = open_array(LocalStore(str(path)), "", small)
+        assert not arr.oversize and arr.read(4 * 1000, 4) == data.tobytes()[4000:4004]
+        arr.write(0, data.tobytes()[:4])
     assert plain is not None and packed is not None

@@ -172,16 +172,17 @@ def test_hostile_metadata_is_a_refused_node(mounted: Any, case: str) -> None:
 
 
 def test_chunks_larger_than_the_cache(tmp_path: Path, mounter: Any) -> None:
-    """A valid chunk that decodes to more than the cache holds (32 MiB against 8 MiB) is never
-    decoded: reading the compressed one fails with ENOMEM (the log names the cache size that
-    would do), and the plain one is read straight from its file; memory stays bounded by the
-    cache, not the chunk. (A daemon of its own: the peak is measured from this warm-up.)"""
+    """A valid chunk that decodes to more than the cache holds and more than the 64 MiB every
+    unit may have (128 MiB against 8 MiB) is never decoded: reading the compressed one fails
+    with ENOMEM (the log names the cache size that would do), and the plain one is read
+    straight from its file; memory stays bounded by the cache, not the chunk. (A daemon of its
+    own: the peak is measured from this warm-up.)"""
     data = np.arange(SHAPE, dtype=np.uint64).astype(np.uint8)
     root = tmp_path / "store"
     write_group(root)
     write_array(root, "ok", data, (CHUNK,), codecs("gzip", level=1))
-    write_array(root, "hugegz", data, (4 * SHAPE,), codecs("gzip", level=1))
-    write_array(root, "hugeraw", data, (4 * SHAPE,), BYTES)
+    write_array(root, "hugegz", data, (16 * SHAPE,), codecs("gzip", level=1))
+    write_array(root, "hugeraw", data, (16 * SHAPE,), BYTES)
     m = mounter(root, f"cache_size={CACHE}", "timeout=20")
     assert (m.path / "ok" / "data.raw").read_bytes() == data.tobytes()  # warm-up
     base = hwm(m.pid)

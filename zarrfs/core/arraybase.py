@@ -190,18 +190,23 @@ class ArrayState:
 
     def _unit_limit(self, writing: bool) -> int:
         """The largest unit (a chunk, or an inner chunk of a shard) that can be read (held in
-        the chunk cache) or written (held dirty, within the dirty limit)."""
+        the chunk cache) or written (held dirty, within the dirty limit); never less than
+        ``Engine.min_unit_limit``."""
         engine = self.engine  # (the cache's own capacity shrinks while writes are dirty)
-        return (engine.dirty_limit or 0) if writing else engine.cache_size - engine.pool_bytes
+        limit = (engine.dirty_limit or 0) if writing else engine.cache_size - engine.pool_bytes
+        return max(limit, engine.min_unit_limit)
 
     @property
     def oversize(self) -> bool:
-        """Whether one unit decodes to more than the chunk cache holds. Such a unit is never
-        loaded: it is read only straight from its stored file (plain-bytes chunks), and any
-        other read of it fails with ``MemoryLimitError`` (ENOMEM) before any allocation, as
-        does a write of a unit over the dirty limit (``check_unit_size``). Memory stays within
-        ``cache_size``, and a unit the cache cannot hold is not decoded again for every read
-        that touches it (a sequential reader of a 2 GiB chunk would decode it 2,048 times)."""
+        """Whether one unit decodes to more than the chunk cache holds and more than
+        ``Engine.min_unit_limit`` (64 MiB; a smaller unit is loaded whatever the cache, one
+        chunk of memory beside it). Such a unit is never loaded: it is read only straight from
+        its stored file (plain-bytes chunks), and any other read of it fails with
+        ``MemoryLimitError`` (ENOMEM) before any allocation, as does a write of a unit over
+        both the dirty limit and that floor (``check_unit_size``). Memory stays within
+        ``cache_size`` and one such floor, and a unit the cache cannot hold is not decoded
+        again for every read that touches it (a sequential reader of a 2 GiB chunk would
+        decode it 2,048 times)."""
         return self._unit_spec.nbytes > self._unit_limit(False)
 
     @cached_property

@@ -67,6 +67,10 @@ class Engine:
     #: large or sequential reads of plain-bytes chunks come straight from their stored files
     #: (core/direct.py) instead of through loaded units; off, every unit is loaded
     direct_reads: bool = True
+    #: a unit (chunk, or inner chunk of a shard) up to this size is always loaded, whatever
+    #: ``cache_size`` (a small cache then costs speed, not the array); a larger one only if
+    #: the cache can hold it (``ArrayState.oversize``)
+    min_unit_limit: int = 64 << 20
     chunk_cache: LRUCache[Any, Any] = field(init=False)
     index_cache: LRUCache[Any, Any] = field(init=False)
     executor: ThreadPoolExecutor = field(init=False)

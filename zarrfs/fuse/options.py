@@ -312,8 +312,8 @@ OPTION_DOCS: dict[str, tuple[str, str]] = {
     "log_level": ("LEVEL", "debug, info, warning or error (default info)"),
     "cache_size": (
         "SIZE",
-        "memory for decoded chunks and unflushed writes (default 1G); a chunk larger than "
-        "it holds is refused (ENOMEM)",
+        "memory for decoded chunks and unflushed writes (default 1G); a chunk over 64M "
+        "that it cannot hold is refused (ENOMEM)",
     ),
     "byte_order": ("ORDER", "byte order of data.raw and the views: little, big or native"),
     "prefetch": ("SIZE", "bytes read ahead for sequential readers (default 64M)"),
