@@ -262,6 +262,7 @@ def test_filters_whose_output_cannot_be_decoded_are_refused(filters: list[Any]) 
         [{"id": "astype", "encode_dtype": "<f4", "decode_dtype": "<f8"}],
         [{"id": "bitround", "keepbits": 60}],  # (encoding fails; decoding is a copy: readable)
         [{"id": "shuffle", "elementsize": 8}],
+        [{"id": "shuffle", "elementsize": 0}],  # (numcodecs copies)
     ],
 )
 def test_filters_zarr_python_writes_are_accepted(filters: list[Any]) -> None:

@@ -55,8 +55,10 @@ def _retype(decoded: str, encoded: str) -> Callable[[NumCodec, int], int]:
 
 
 def _shuffled_size(codec: NumCodec, nbytes: int) -> int:
+    """numcodecs' shuffle copies for an element size of 0 or 1 and refuses, in both
+    directions, bytes that are not whole elements."""
     size = codec.elementsize
-    if type(size) is not int or size < 1 or nbytes % size:
+    if type(size) is not int or size < 0 or (size > 1 and nbytes % size):
         raise MetadataError(
             f"filter 'shuffle': a chunk of {nbytes} bytes is not a whole number of elements "
             f"of its elementsize {size!r}"
