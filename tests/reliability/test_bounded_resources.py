@@ -238,3 +238,21 @@ def test_zip_bombs_and_lying_members(tmp_path: Path, mounter: Any) -> None:
     grew = hwm(m.pid) - base
     assert grew <= META_BOUND, f"peak memory grew by {grew / MIB:.0f} MiB"
     assert m.proc.poll() is None
+
+
+def test_a_view_larger_than_any_file_leaves_its_directory_listable(
+    tmp_path: Path, mounter: Any
+) -> None:
+    """Two arrays of 2**62 bytes each (metadata only): their group's ``group.nc`` would be
+    larger than a file can be (2**63 - 1 bytes). It is left out of the listing (logged) and
+    answers EFBIG; the root stays listable, and each array's ``data.raw`` is there."""
+    root = tmp_path / "store"
+    write_group(root)
+    for name in ("a", "b"):
+        (root / name).mkdir()
+        (root / name / "zarr.json").write_text(array_doc([2**62], [1 << 20], BYTES))
+    m = mounter(root, "ro")
+    names = os.listdir(m.path)
+    assert {"a", "b"} <= set(names) and "group.nc" not in names
+    assert errno_of(lambda: os.stat(m.path / "group.nc")) == errno.EFBIG
+    assert os.stat(m.path / "a" / "data.raw").st_size == 2**62

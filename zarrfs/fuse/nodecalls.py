@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from zarrfs.core.engine import one_by_one_until_slow
 from zarrfs.core.errors import NodeNotFound, ZarrFSError
 from zarrfs.fuse.inodes import Path
-from zarrfs.views.base import Stat, VDir, VFile, VHandle, VNode
+from zarrfs.views.base import MAX_FILE_SIZE, Stat, VDir, VFile, VHandle, VNode
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,9 @@ def _prepare_one(node: VDir, index: int, name: str) -> tuple[int, str, VNode, St
         if child is None:
             return None
         st = child.stat()
+        if st.size > MAX_FILE_SIZE:  # (no file can say so: EFBIG when looked up itself)
+            log.warning("listing skips %r: %d bytes, more than a file can have", name, st.size)
+            return None
     except ZarrFSError as exc:  # one broken child must not hide its siblings
         log.debug("listing skips %r: %s", name, exc)
         return None

@@ -85,7 +85,7 @@ from zarrfs.fuse.metrics import OperationLatency
 from zarrfs.fuse.offload import Offload
 from zarrfs.fuse.options import MountOptions
 from zarrfs.fuse.requests import checked_bytes, fail, mutates, show, translate
-from zarrfs.views.base import Stat, VDir, VFile, VHandle
+from zarrfs.views.base import MAX_FILE_SIZE, Stat, VDir, VFile, VHandle
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +200,8 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         return f"{op} {show(path)}"
 
     def attributes(self, inode: int, st: Stat) -> pyfuse3.EntryAttributes:
+        if st.size > MAX_FILE_SIZE:
+            raise fail(errno.EFBIG)  # (a view larger than any file can be)
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = inode
         attrs.generation = 0

@@ -28,6 +28,12 @@ from zarrfs.core.errors import InvalidWriteError, ReadOnlyError
 MOUNT_TIME_NS = time.time_ns()
 
 
+#: the largest size a file can report (``off_t``): a view of more (the ``group.nc`` of a group
+#: whose arrays add up to more, the ``data.npy`` of an array of almost as many bytes) is left
+#: out of listings and answers EFBIG (``fuse/nodecalls.py``, ``fuse/operations.py``)
+MAX_FILE_SIZE = 2**63 - 1
+
+
 @dataclass
 class Stat:
     """What ``getattr`` reports for a node (the FUSE layer adds inode, uid, gid, mode mask)."""
