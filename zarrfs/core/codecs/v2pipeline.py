@@ -130,6 +130,8 @@ class V2PipelineCodec(ArrayBytesCodec):
         elements = dtype
         for codec in self.filters:  # each filter takes what the one before gives
             elements = filter_output(codec, elements)
+        #: the element type the compressor sees (the last filter's output type)
+        self._filtered_dtype = elements.newbyteorder("=")
         self.compressor = None if compressor is None else V2Compressor(compressor)
 
     @classmethod
@@ -164,16 +166,7 @@ class V2PipelineCodec(ArrayBytesCodec):
 
     def filtered_dtype(self) -> np.dtype[Any]:
         """The element type the compressor sees (the last filter's output type)."""
-        dtype = self.dtype
-        for codec in self.filters:
-            cid = codec.codec_id
-            if cid == "packbits":
-                dtype = np.dtype("u1")
-            elif cid == "astype":
-                dtype = np.dtype(codec.encode_dtype)
-            elif cid in ("delta", "fixedscaleoffset", "quantize", "categorize"):
-                dtype = np.dtype(getattr(codec, "astype", None) or dtype)
-        return dtype.newbyteorder("=")
+        return self._filtered_dtype
 
     def validate(self, spec: ChunkSpec) -> None:
         if spec.dtype != self.dtype.newbyteorder("="):
