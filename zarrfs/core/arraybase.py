@@ -196,7 +196,7 @@ class ArrayState:
         limit = (engine.dirty_limit or 0) if writing else engine.cache_size - engine.pool_bytes
         return max(limit, engine.min_unit_limit)
 
-    @property
+    @cached_property
     def oversize(self) -> bool:
         """Whether one unit decodes to more than the chunk cache holds and more than
         ``Engine.min_unit_limit`` (64 MiB; a smaller unit is loaded whatever the cache, one
@@ -206,7 +206,7 @@ class ArrayState:
         both the dirty limit and that floor (``check_unit_size``). Memory stays within
         ``cache_size`` and one such floor, and a unit the cache cannot hold is not decoded
         again for every read that touches it (a sequential reader of a 2 GiB chunk would
-        decode it 2,048 times)."""
+        decode it 2,048 times). Computed once: the unit and the engine's sizes never change."""
         return self._unit_spec.nbytes > self._unit_limit(False)
 
     @cached_property
@@ -217,7 +217,7 @@ class ArrayState:
 
     def check_unit_size(self, what: str, writing: bool = False) -> None:
         """Refuse ``what`` (reading or writing units) where a unit is over its limit."""
-        if self._unit_spec.nbytes <= self._unit_limit(writing):
+        if not (self._unit_spec.nbytes > self._unit_limit(True) if writing else self.oversize):
             return
         need = -(-self._unit_spec.nbytes * 4 // 3 // (1 << 20))  # MiB: within both limits
         raise MemoryLimitError(
