@@ -240,7 +240,10 @@ def test_truncated_compressed_stream(tmp_path: Path) -> None:
 def test_local_header_must_match_central_directory(tmp_path: Path) -> None:
     path = build_zip(tmp_path / "s.zip", {"k1": b"one", "k2": b"two"}, zipfile.ZIP_STORED)
     data = bytearray(path.read_bytes())
-    local = data.find(b"k1")  # first occurrence: the local header's name
+    # the first member's local header starts the file and its name follows the header's 30
+    # fixed bytes (searching for b"k1" could hit its DOS time or CRC, 06:11:22 is b"k1")
+    local = zipfile.sizeFileHeader
+    assert data[local : local + 2] == b"k1"
     data[local : local + 2] = b"zz"
     path.write_bytes(data)
     with pytest.raises(CorruptDataError, match="different member"):
