@@ -261,16 +261,24 @@ def test_commits_invalidate_the_file_and_its_siblings() -> None:
     run(open_close, doc, os.O_RDONLY)
     assert ops.invalidated == []  # reading commits nothing
     run(open_close, doc, os.O_WRONLY)
-    assert set(ops.invalidated) == {doc, shadow}
-    assert hello not in ops.invalidated
+    # the file, its siblings, and the entries beside its directory (a chunk file's array views)
+    edit = ops.inodes.at(("edit",)).inode
+    assert set(ops.invalidated) == {doc, shadow, edit, hello}
+    ops.invalidated.clear()
+    run(open_close, doc, os.O_RDWR)  # nothing written: only the flush invalidates, not release
+    assert sorted(ops.invalidated) == sorted({doc, shadow, edit, hello})
 
     # in a directory with more live entries than the limit only the file itself is refreshed
+    # (and the entries beside that directory)
     names = [f"f{i:05d}" for i in range(SIBLING_INVALIDATION_LIMIT + 1)]
     for name in names:
         lookup(ops, "big", name)
     ops.invalidated.clear()
     run(ops._changed, ops.inodes.at(("big", names[0])).inode)
-    assert ops.invalidated == [ops.inodes.at(("big", names[0])).inode]
+    big = ops.inodes.at(("big",)).inode
+    assert sorted(ops.invalidated) == sorted(
+        [ops.inodes.at(("big", names[0])).inode, big, edit, hello]
+    )
 
 
 def test_rename_serves_the_node_the_view_puts_at_the_new_path() -> None:
@@ -520,8 +528,21 @@ def test_a_commit_drops_the_kept_listings_of_its_directory_and_those_below(monke
         dropped.clear()
         await ops.flush(fi.fh)  # nothing kept near it any more: nothing to drop
         assert dropped == []
-        await ops.readdir(0, 0, SimpleNamespace(inode=inode["walk/kid"]))
-        await ops.release(fi.fh)
+        kid = SimpleNamespace(inode=inode["walk/kid"])
+        await ops.readdir(0, 0, kid)
+        await ops.write(fi.fh, 0, b"x")  # after the flush (an mmap page written back late)
+        assert dropped == [inode["walk/kid"]]
+        dropped.clear()
+        await ops.readdir(0, 0, kid)
+        await ops.release(fi.fh)  # changed since its flush: drops again
         assert dropped == [inode["walk/kid"]]  # not the root, walk or walk/other
+        dropped.clear()
+        fi = await ops.open(inode["walk/kid/a.bin"], os.O_WRONLY, None)
+        await ops.write(fi.fh, 0, b"x")
+        await ops.flush(fi.fh)
+        dropped.clear()
+        await ops.readdir(0, 0, kid)
+        await ops.release(fi.fh)  # nothing changed since the flush: the listing is kept
+        assert dropped == []
 
     run(main)

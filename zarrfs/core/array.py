@@ -30,6 +30,8 @@ Invariants:
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from zarrfs.core.codecs.base import ChunkSpec
@@ -191,6 +193,7 @@ class ZarrArray(WritePath):
                 self.metadata = self.metadata.with_shape(shape)
                 save(self.metadata)
                 self._set_shape(shape)
+                self.mtime_ns = time.time_ns()  # every byte of data.raw may have moved
                 with self._lock:
                     self._epoch += 1
                     self._stored_bytes = None

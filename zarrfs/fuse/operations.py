@@ -56,13 +56,22 @@ Invariants (developer notes):
   ``truncate(path)``, ``VFile.truncate`` changes the node.
 - ``flush`` (every ``close``) makes the written bytes durable and returns its error to
   ``close()``; ``release`` errors reach no process and are only logged.
-- After anything that may change sizes behind the kernel's back -- the flush or release of a
-  writable handle (a view commits, may re-render, may resize the array), a truncate, a rename
-  (another node may now serve the path) -- the kernel's cached attributes of that inode and of
-  its siblings (``SIBLING_INVALIDATION_LIMIT``) are invalidated, so the next ``stat``/``read``
-  sees the committed sizes instead of sizes cached up to the attribute timeout; the listings
+- After anything that may change sizes behind the kernel's back -- the flush of a writable
+  handle (a view commits, may re-render, may resize the array), a truncate, a rename (another
+  node may now serve the path) -- the kernel's cached attributes of that inode, of its
+  siblings and of its directory's siblings (each set only if it has at most
+  ``SIBLING_INVALIDATION_LIMIT`` entries the kernel knows) are invalidated, so the next
+  ``stat``/``read`` sees the committed sizes instead of sizes cached up to the attribute
+  timeout, and, since the files' mtimes moved, their cached pages are dropped then
+  (``auto_inval_data``): a chunk file's array views, an array view's ``group.nc``. The listings
   the kernel keeps of its directory and of the directories right below are dropped (so is
   that of an array written past its end, which grows ``chunks/``).
+- ``release`` invalidates them again only if the handle was written or truncated after its
+  last ``flush`` (``mmap`` pages written back after ``close``). The kernel sends ``release``
+  after ``close()`` has returned, and it discards a ``getattr`` reply that crosses an
+  invalidation of the same inode (``attr_version``), then serves that read with the size and
+  pages it had cached: a needless invalidation there made a reader that revalidated right after
+  the writer's ``close`` read the array's bytes as they were before the change.
 """
 
 from __future__ import annotations
@@ -119,6 +128,11 @@ class OpenFile:
     writable: bool
     #: ``_listings_recorded`` when a write last dropped the kept listings near this file
     listings_checked: int = -1
+    #: writes and truncations through this handle, and how many of them the last ``flush``
+    #: had seen when it dropped the kernel's attributes (``release`` drops them again only for
+    #: changes made after that)
+    changes: int = 0
+    flushed_changes: int = 0
 
 
 def _invalidate_kernel_attrs(inode: int) -> None:
@@ -230,12 +244,18 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         self._mutation()
         self._listings_recorded += 1  # paths may have moved: every writer scans again once
         entry = self.inodes.get(inode)
-        siblings = self.inodes.siblings(entry.path) if entry and entry.path else []
-        if not 0 < len(siblings) <= SIBLING_INVALIDATION_LIMIT:
-            siblings = [entry] if entry else []
-        for sibling in siblings:
-            self.invalidate_attrs(sibling.inode)
-        await self._drop_listings_near(entry.path if entry else None)
+        if entry is not None:
+            self.invalidate_attrs(entry.inode)
+        path = entry.path if entry else None
+        # the files beside it and those beside its directory: a chunk file's array views, an
+        # array view's group files (``group.nc``)
+        for near in (path, path[:-1]) if path else ():
+            siblings = self.inodes.siblings(near)
+            if len(siblings) <= SIBLING_INVALIDATION_LIMIT:
+                for sibling in siblings:
+                    if sibling is not entry:
+                        self.invalidate_attrs(sibling.inode)
+        await self._drop_listings_near(path)
 
     def _open_handle(self, entry: Entry, node: VFile, handle: VHandle, flags: int,
                      token: object) -> pyfuse3.FileInfo:  # fmt: skip
@@ -293,6 +313,8 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
             await self.offload(entry.node.truncate, attr.st_size)
             await self._changed(inode)
             return self.attributes(inode, await self.offload(entry.node.stat))
+        assert held is not None
+        held.changes += 1
         await self.offload(truncate_draft, attr.st_size)  # the open file's own copy
         result = self.attributes(inode, await self.offload(entry.node.stat))
         result.st_size = attr.st_size
@@ -350,6 +372,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         held = self._file(fh)
         if not held.writable:
             raise fail(errno.EBADF)
+        held.changes += 1
         if held.handle.write_cached(off, buf):  # into memory without waiting: done here
             return len(buf)
         written = await self.offload(held.handle.write, off, buf)
@@ -369,10 +392,12 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
         held = self._file(fh)
         if held.writable:
             self._mutation()
+            seen = held.changes
             try:
                 await self.offload(held.handle.flush, deadline=self._flush_deadline)
             finally:
                 await self._changed(held.inode)
+                held.flushed_changes = seen
 
     @translate
     async def fsync(self, fh: int, datasync: bool) -> None:
@@ -396,7 +421,7 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
             await self.offload(held.handle.release, deadline=self._flush_deadline)
         except Exception as exc:  # no process waits for this answer: log, never raise
             fuse_error(exc, f"release {show(held.path)} (close() already returned)")
-        if held.writable:
+        if held.writable and held.changes != held.flushed_changes:
             await self._changed(held.inode)
 
     # -- directories ----------------------------------------------------------------------------

@@ -109,9 +109,11 @@ class DataFile(VFile, _ArrayRef):
 
     def cache_token(self) -> object:
         arr = self.array()
+        # mtime_ns: a write through another file of the array (a sibling view, a chunk file)
+        # changed these bytes without going through this file's pages
         if self.kind == "nii":  # the header also follows the group's metadata
-            return (arr.uid, arr.shape, self.header(arr))
-        return (arr.uid, arr.shape)
+            return (arr.uid, arr.shape, arr.mtime_ns, self.header(arr))
+        return (arr.uid, arr.shape, arr.mtime_ns)
 
     def open(self, write: bool, truncate: bool) -> VHandle:
         self.ctx.hierarchy.revalidate(self.path)
@@ -298,7 +300,7 @@ class ChunkFile(VFile, _ArrayRef):
 
     def cache_token(self) -> object:
         arr = self.array()
-        return (arr.uid, arr.shape)
+        return (arr.uid, arr.shape, arr.mtime_ns)  # (as DataFile's)
 
     def open(self, write: bool, truncate: bool) -> VHandle:
         self.ctx.hierarchy.revalidate(self.path)

@@ -148,7 +148,7 @@ class TiffView(VFile):
 
     def cache_token(self) -> object:
         arr = self.ctx.hierarchy.array(self.path)
-        return (arr.uid, arr.shape, ngff_of(self.ctx, self.path)[1])
+        return (arr.uid, arr.shape, arr.mtime_ns, ngff_of(self.ctx, self.path)[1])
 
     def open(self, write: bool, truncate: bool) -> VHandle:
         self.ctx.hierarchy.revalidate(self.path)
