@@ -8,7 +8,8 @@
 ``mount`` returns once the mount answers. Without ``-f`` the daemon runs detached (its log goes
 to the runtime directory, see ``zarrfs.fuse.runtime``); ``--systemd`` implies ``-f`` and tells
 systemd READY=1 when the mount is live (use ``Type=notify``). ``umount`` returns once the daemon
-has flushed and exited.
+has flushed and exited; it then says on stderr what the daemon could not store (exit status 1)
+and names the scratch files (memory only) it dropped.
 
 Exit codes:
     0    success: the mount is live / unmounted and the daemon exited / the helper succeeded

@@ -236,7 +236,13 @@ def run(
         runtime.remove_pid_file(mountpoint)
         if systemd and not loop.signalled:  # unmounted from outside
             runtime.sd_notify("STOPPING=1")
-        code = _shutdown(tree) or code
+        notes = list(getattr(tree, "discarded_scratch", list)())
+        problems: list[str] = []
+        lost = _shutdown(tree, problems)
+        code = lost or code
+        if notes:
+            log.warning("dropped at unmount (memory only, never stored): %s", "; ".join(notes))
+        runtime.write_result(mountpoint, lost, problems, notes)
     if status.failure is not None:
         code = 1
     if loop.live:
@@ -263,14 +269,17 @@ def _call_if_present(tree: VDir, name: str) -> None:
         method()
 
 
-def _shutdown(tree: VDir) -> int:
-    """Flush and close the tree after the mount is gone; 1 if data may have been lost."""
+def _shutdown(tree: VDir, problems: list[str] | None = None) -> int:
+    """Flush and close the tree after the mount is gone; 1 if data may have been lost (each
+    failure also appended to ``problems``)."""
     code = 0
     for step in ("stop", "flush_all", "close"):
         try:
             _call_if_present(tree, step)
-        except Exception:
+        except Exception as exc:
             log.exception("%s of the tree failed while shutting down", step)
+            if problems is not None and not (code and step == "close"):  # (close flushes again)
+                problems.append(f"data written through the mount could not be stored: {exc}")
             code = 1
     return code
 
@@ -469,4 +478,4 @@ def unmount(mountpoint: str, *, lazy: bool = False, timeout: float = 120.0) -> i
             )
             return 1
         time.sleep(0.05)
-    return 0
+    return runtime.report_result(mountpoint, pid)

@@ -9,7 +9,9 @@ Invariants:
 - One pid file per mountpoint in ``runtime_dir()``: ``$ZARRFS_RUNTIME_DIR`` if set, else
   ``/run/zarrfs`` for root, ``$XDG_RUNTIME_DIR/zarrfs`` or ``/tmp/zarrfs-<uid>`` otherwise. The
   daemon writes it once the mount is live and removes it when it exits; ``zarrfs umount`` reads it
-  to wait for that exit. The daemon's log file (when it runs detached) sits next to it.
+  to wait for that exit. The daemon's log file (when it runs detached) sits next to it, and so
+  does its result file: how it ended (data it could not store, scratch files it dropped), which
+  ``zarrfs umount`` reports once the daemon has exited.
 - Mount-table questions are answered from ``/proc/self/mountinfo``, never by touching the
   mountpoint (a dead FUSE mount makes ``stat`` fail or hang).
 """
@@ -17,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -25,6 +28,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from zarrfs.core.errors import ZarrFSError
 
@@ -161,6 +165,53 @@ def write_pid_file(mountpoint: str) -> Path | None:
     scratch.write_text(f"{os.getpid()}\n{mountpoint}\n")
     scratch.replace(path)
     return path
+
+
+def result_file(mountpoint: str) -> Path:
+    return runtime_dir() / f"{_key(mountpoint)}.result"
+
+
+def write_result(mountpoint: str, code: int, problems: list[str], notes: list[str]) -> None:
+    """Leave how the daemon ended for ``zarrfs umount``, which waits for the daemon to exit and
+    then reports it: ``problems`` (data that could not be stored: exit status 1) and ``notes``
+    (what the mount held that was never meant to be stored). Keyed by mountpoint and pid."""
+    if fuse_fd(mountpoint) is not None:
+        return
+    doc = {"pid": os.getpid(), "code": code, "problems": problems, "notes": notes}
+    try:
+        path = result_file(mountpoint)
+        scratch = path.with_suffix(f".tmp{os.getpid()}")
+        scratch.write_text(json.dumps(doc))
+        scratch.replace(path)
+    except OSError as exc:
+        log.warning("cannot record the result for zarrfs umount: %s", exc)
+
+
+def read_result(mountpoint: str, pid: int) -> dict[str, Any] | None:
+    """What ``write_result`` left for the daemon ``pid`` (None if it left nothing)."""
+    try:
+        doc = json.loads(result_file(mountpoint).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("pid") == pid else None
+
+
+def report_result(mountpoint: str, pid: int | None) -> int:
+    """For ``zarrfs umount``, once daemon ``pid`` has exited: say on stderr what it could not
+    store (then return 1) and which scratch files it dropped; 0 otherwise."""
+    result = read_result(mountpoint, pid) if pid is not None else None
+    if result is None:
+        return 0
+    result_file(mountpoint).unlink(missing_ok=True)  # reported once
+    for note in result.get("notes") or ():
+        print(
+            f"zarrfs: dropped (a scratch file: memory only, never stored): {note}", file=sys.stderr
+        )
+    log_path = log_file(mountpoint)
+    where = f" (the daemon's log: {log_path})" if log_path.exists() else ""
+    for problem in result.get("problems") or ():
+        print(f"zarrfs: {problem}{where}", file=sys.stderr)
+    return 1 if result.get("code") else 0
 
 
 def remove_pid_file(mountpoint: str) -> None:

@@ -223,6 +223,15 @@ class ScratchSpace:
     def used(self) -> int:
         return sum(len(b) for b in self.files.values())
 
+    def describe(self, limit: int = 20) -> list[str]:
+        """The files held, as ``/path (N bytes)`` (at most ``limit``, then how many more)."""
+        with self.lock:
+            items = sorted((k, len(b)) for k, b in self.files.items())
+        shown = [f"/{join(*key)} ({size} bytes)" for key, size in items[:limit]]
+        if len(items) > limit:
+            shown.append(f"and {len(items) - limit} more")
+        return shown
+
 
 class ScratchFile(VFile):
     def __init__(self, ctx: MountContext, path: str, name: str) -> None:

@@ -359,6 +359,10 @@ class RootDir(VDir):
     def flush_all(self) -> None:
         self.ctx.hierarchy.flush_all()
 
+    def discarded_scratch(self) -> list[str]:
+        """The scratch files the mount holds: memory only, so its unmount drops them."""
+        return self.ctx.scratch.describe()
+
     def close(self) -> None:
         self.stop()
         try:
