@@ -55,8 +55,9 @@ _MAX_BLIND_DELETES = 1 << 16
 class ZarrArray(WritePath):
     """Byte-range reads and writes of one array. Thread-safe.
 
-    ``store``, ``path``, ``metadata``, ``engine``: what it is; ``save_metadata`` stores a
-    changed metadata document (``resize``)."""
+    ``store``, ``path``, ``metadata``, ``engine``: what it is; ``save_metadata(own, shape)``
+    stores the metadata resized and returns what it stored (``resize``); ``edit_lock`` is the
+    node's metadata edit lock (``Hierarchy.edit_lock``)."""
 
     # ------------------------------------------------------------------ reading
 
@@ -155,9 +156,10 @@ class ZarrArray(WritePath):
         shape are deleted; the part of an edge chunk beyond the edge is reset to the fill value
         so that growing later shows fill values, never old data.
 
-        Takes ``_flush_lock`` then ``_write_lock`` (the order every flush takes them) and holds
-        both to the end: no flush or write of this array runs meanwhile, and a write that was
-        waiting is then checked against the new shape."""
+        Takes the node's ``_edit_lock`` (so a metadata edit committed meanwhile cannot write
+        back the old shape), then ``_flush_lock`` and ``_write_lock`` (the order every flush
+        takes them), and holds all three to the end: no flush or write of this array runs
+        meanwhile, and a write that was waiting is then checked against the new shape."""
         if self.engine.read_only or not self.store.writable:
             raise ReadOnlyError(f"{self.path or '/'}: read-only")
         if len(shape) != len(self.shape) or any(s < 0 for s in shape):
@@ -166,7 +168,8 @@ class ZarrArray(WritePath):
         if save is None:
             raise InvalidWriteError("this array cannot be resized")
         shape = tuple(shape)
-        with self._flush_lock:
+        self.metadata.with_shape(shape)  # (refused now if it is: before anything changes)
+        with self._edit_lock, self._flush_lock:
             self._flush_locked()  # before taking the write lock: writers go on meanwhile
             with self._write_lock:
                 old = self.grid
@@ -190,8 +193,7 @@ class ZarrArray(WritePath):
                 self._flush_locked()
                 if doomed:
                     self._delete_outside(old, new)
-                self.metadata = self.metadata.with_shape(shape)
-                save(self.metadata)
+                self.metadata = save(self.metadata, shape)
                 self._set_shape(shape)
                 self.mtime_ns = time.time_ns()  # every byte of data.raw may have moved
                 with self._lock:

@@ -7,7 +7,8 @@ This base holds their shared state, created once here, and the locks of docs/wri
 
 Invariants:
 - every attribute below is guarded by the lock named beside it; the locks are taken only in
-  the order of docs/write-path.md (``_flush_lock``, ``_write_lock``, a stripe, ``_lock``);
+  the order of docs/write-path.md (``_edit_lock``, ``_flush_lock``, ``_write_lock``, a stripe,
+  ``_lock``);
 - the unit strategy (``_units``) is chosen once, from the metadata, and never changes;
 - the shape (``shape``, ``grid``, ``_unit_grid``) changes only under ``_write_lock`` and
   ``_flush_lock`` together (``resize``).
@@ -93,9 +94,13 @@ class ArrayState:
         path: str,
         metadata: ArrayMetadata,
         engine: Engine | None = None,
-        save_metadata: Callable[[ArrayMetadata], None] | None = None,
+        save_metadata: Callable[[ArrayMetadata, tuple[int, ...]], ArrayMetadata] | None = None,
+        edit_lock: threading.RLock | None = None,
     ) -> None:
         self.store = store
+        #: the node's metadata edit lock (``Hierarchy.edit_lock``): a resize holds it, before
+        #: any lock of the array, so no other read-modify-write of the metadata crosses it
+        self._edit_lock = edit_lock if edit_lock is not None else threading.RLock()
         self.path = path
         #: what chunk and shard I/O goes through: the store, counting bytes fetched
         self._io = CountingReads(store, self._count_fetched)

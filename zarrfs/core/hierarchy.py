@@ -42,7 +42,12 @@ from zarrfs.core.errors import (
 )
 from zarrfs.core.formats import FORMATS, NodeFormat, join
 from zarrfs.core.implicit import IMPLICIT_FORMAT_NAME, implicit_group, implies_nodes
-from zarrfs.core.metadata.model import ArrayMetadata, GroupMetadata, check_node_name
+from zarrfs.core.metadata.model import (
+    ArrayMetadata,
+    GroupMetadata,
+    check_node_name,
+    reencoding_needed,
+)
 from zarrfs.core.metadata.v3 import array_metadata_v3
 from zarrfs.core.stores.base import Store
 from zarrfs.core.stores.wrapper import DocumentReads, RecordingVersions
@@ -100,6 +105,8 @@ class Hierarchy:
         self.documents = DocumentReads(store, MAX_DOCUMENT_BYTES)
         self.engine = engine or Engine()
         self._lock = threading.Lock()
+        #: path -> the lock of every read-modify-write of that node's metadata (``edit_lock``)
+        self._edit_locks: dict[str, threading.RLock] = {}
         self._nodes: dict[str, Node] = {}
         self._arrays: dict[str, ZarrArray] = {}
         #: open arrays whose node was forgotten: ``array`` re-reads the node and keeps the
@@ -311,14 +318,35 @@ class Hierarchy:
             raise NodeNotFound(f"{path or '/'} is a group, not an array")
         fmt = node.format
 
-        def save(metadata: ArrayMetadata) -> None:
+        def save(own: ArrayMetadata, shape: tuple[int, ...]) -> ArrayMetadata:
+            """Store ``own`` resized to ``shape`` (under the node's edit lock), on top of the
+            node's current document: an edit committed since this array object opened (new
+            attributes or dimension names, which need no re-encoding) is kept, not undone."""
+            with self._lock:
+                node = self._nodes.get(path)
+            base = own
+            latest = node.metadata if node is not None else None
+            if isinstance(latest, ArrayMetadata) and reencoding_needed(own, latest) is None:
+                base = latest
+            metadata = base.with_shape(shape)
             fmt.write(self.store, path, metadata)
             with self._lock:
                 self._nodes[path] = Node(path, metadata, fmt, self._token(path, fmt, metadata))
+            return metadata
 
-        arr = ZarrArray(self.store, path, node.metadata, self.engine, save_metadata=save)
+        arr = ZarrArray(
+            self.store, path, node.metadata, self.engine, save_metadata=save,
+            edit_lock=self.edit_lock(path),
+        )  # fmt: skip
         with self._lock:
             return self._arrays.setdefault(path, arr)
+
+    def edit_lock(self, path: str) -> threading.RLock:
+        """The lock held across every read-modify-write of node ``path``'s metadata: an edit of
+        a metadata view (read, change, ``save_metadata``) and an array's ``resize``. Taken
+        before any lock of the array (docs/write-path.md); never released by another thread."""
+        with self._lock:
+            return self._edit_locks.setdefault(path, threading.RLock())
 
     def save_metadata(self, path: str, metadata: Metadata, fmt: NodeFormat | None = None) -> None:
         """Write a node's metadata (validated by the caller) and refresh the cache."""

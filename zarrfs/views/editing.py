@@ -27,12 +27,13 @@ from zarrfs.core.errors import (
     ReadOnlyError,
     ZarrFSError,
 )
-from zarrfs.core.hierarchy import Node, join
+from zarrfs.core.hierarchy import Hierarchy, Node, join
 from zarrfs.core.metadata.model import (
     ArrayMetadata,
     GroupMetadata,
     check_node_name,
     load_json_object,
+    reencoding_needed,
 )
 from zarrfs.core.metadata.v3 import parse_v3
 from zarrfs.views.base import BytesHandle, Stat, VFile, VHandle
@@ -50,25 +51,15 @@ SCRATCH_LIMIT = 64 << 20
 # ----------------------------------------------------------------------------- validation
 
 
-def _same_encoding(old: ArrayMetadata, new: ArrayMetadata) -> str | None:
-    """Why ``new`` would need the stored chunks re-encoded, or None."""
-    if old.data_type.name != new.data_type.name:
-        return f"data type {old.data_type.name} -> {new.data_type.name}"
-    if old.codecs.to_json() != new.codecs.to_json():
-        return "codecs"
-    if old.chunk_shape != new.chunk_shape:
-        return f"chunk grid {old.chunk_shape} -> {new.chunk_shape}"
-    if old.chunk_key_encoding.to_json() != new.chunk_key_encoding.to_json():
-        return "chunk key encoding"
-    if old.fill_value.tobytes() != new.fill_value.tobytes():
-        return "fill value"
-    return None
-
-
 def commit_metadata(ctx: MountContext, path: str, name: str, content: bytes) -> None:
     """Validate ``content`` written to metadata view ``name`` of node ``path`` and store it."""
     h = ctx.hierarchy
     where = f"/{join(path, name)}"
+    with h.edit_lock(path):  # a resize of the array cannot cross this read-modify-write
+        _commit_locked(h, path, name, content, where)
+
+
+def _commit_locked(h: Hierarchy, path: str, name: str, content: bytes, where: str) -> None:
     try:
         node = h.node(path)
         old = node.metadata
@@ -89,7 +80,7 @@ def commit_metadata(ctx: MountContext, path: str, name: str, content: bytes) -> 
         if type(old) is not type(new):
             raise MetadataError(f"node type cannot change ({old.node_type} -> {new.node_type})")
         if isinstance(old, ArrayMetadata) and isinstance(new, ArrayMetadata):
-            why = _same_encoding(old, new)
+            why = reencoding_needed(old, new)
             if why is not None:
                 raise MetadataError(f"change needs re-encoding every chunk: {why}")
             if new.shape != old.shape:

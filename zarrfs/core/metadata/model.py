@@ -386,3 +386,19 @@ def int_list(value: Any, what: str, minimum: int) -> tuple[int, ...]:
                 f"{what} must hold integers in [{minimum}, 2^63), got {n!r} in {value!r}"
             )
     return tuple(value)
+
+
+def reencoding_needed(old: ArrayMetadata, new: ArrayMetadata) -> str | None:
+    """Why ``new`` would need the stored chunks of ``old`` re-encoded, or None (the edits
+    that need none: shape, attributes, dimension names)."""
+    if old.data_type.name != new.data_type.name:
+        return f"data type {old.data_type.name} -> {new.data_type.name}"
+    if old.codecs.to_json() != new.codecs.to_json():
+        return "codecs"
+    if old.chunk_shape != new.chunk_shape:
+        return f"chunk grid {old.chunk_shape} -> {new.chunk_shape}"
+    if old.chunk_key_encoding.to_json() != new.chunk_key_encoding.to_json():
+        return "chunk key encoding"
+    if old.fill_value.tobytes() != new.fill_value.tobytes():
+        return "fill value"
+    return None
