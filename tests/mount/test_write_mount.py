@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -261,6 +262,58 @@ def test_close_to_open_sees_other_writers(store, mounter):
         np.frombuffer(data, "<f4").reshape(20, 40, 36)[0].tolist()
         == np.full((40, 36), 5.0).tolist()
     )
+
+
+def test_writes_held_in_memory_survive_a_metadata_change_by_another_process(store, mounter):
+    """Another process changes the array's metadata (an attribute) while the mount holds
+    writes not yet stored; a view opened then revalidates the node. The writes stay the
+    array's: what ``close`` stored is all of them (before, the array object holding them was
+    dropped, and ``close`` returned 0 over data that was never stored)."""
+    root, models = store
+    m = mounter(root, "writeback=0")  # nothing stored behind the test's back
+    raw = m.path / "gzip" / "data.raw"
+    model = models["gzip"].copy()
+    fd = os.open(raw, os.O_RDWR)
+    try:
+        model[0] = 5.0
+        os.pwrite(fd, model[0].tobytes(), 0)
+        other = zarr.open_array(str(root / "gzip"), mode="r+")
+        other.attrs["by"] = "another process"
+        time.sleep(1.1)  # past the attribute timeout: the next open asks the daemon
+        with open(m.path / "gzip" / "data.npy", "rb") as f:  # open: close-to-open check
+            f.read(16)
+        model[1] = 6.0
+        os.pwrite(fd, model[1].tobytes(), model[0].nbytes)
+    finally:
+        os.close(fd)
+    assert raw.read_bytes() == model.tobytes()
+    assert m.unmount() == 0
+    assert_store_equals(root, "gzip", model)
+    assert zarr.open_array(str(root / "gzip")).attrs["by"] == "another process"
+
+
+def test_writes_held_in_memory_are_stored_before_a_resize_by_another_process(store, mounter):
+    """Another process resizes the array while the mount holds writes not yet stored: the
+    mount stores them before it takes the new shape, so none is lost."""
+    root, models = store
+    m = mounter(root, "writeback=0")
+    raw = m.path / "gzip" / "data.raw"
+    model = models["gzip"].copy()
+    fd = os.open(raw, os.O_RDWR)
+    try:
+        model[0] = 5.0
+        os.pwrite(fd, model[0].tobytes(), 0)
+        zarr.open_array(str(root / "gzip"), mode="r+").resize((30, *SHAPE[1:]))
+        time.sleep(1.1)
+        with open(m.path / "gzip" / "data.npy", "rb") as f:
+            f.read(16)
+    finally:
+        os.close(fd)
+    grown = np.zeros((30, *SHAPE[1:]), dtype="<f4")
+    grown[: SHAPE[0]] = model
+    assert raw.read_bytes() == grown.tobytes()
+    assert m.unmount() == 0
+    assert_store_equals(root, "gzip", grown)
 
 
 TRUNCATE_ROUNDS = 200

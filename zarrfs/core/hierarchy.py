@@ -180,9 +180,12 @@ class Hierarchy:
             return False
         with self._lock:
             self._nodes.pop(path, None)
-            arr = self._arrays.pop(path, None)
+            arr = self._arrays.get(path)
+            if arr is not None:  # (as ``forget``: never dropped with writes it still holds)
+                self._recheck.add(path)
         if arr is not None:
             arr.invalidate()
+            arr.mtime_ns = time.time_ns()  # changed behind us: the kernel's pages go too
         return True
 
     def forget(self, path: str) -> None:
@@ -308,7 +311,7 @@ class Hierarchy:
         if arr is not None:  # forgotten: keep the object unless the metadata changed
             with self._lock:
                 self._recheck.discard(path)
-            if arr.metadata == node.metadata:
+            if arr.metadata == node.metadata or _adopt(arr, node.metadata):
                 return arr
             with self._lock:
                 if self._arrays.get(path) is arr:
@@ -360,6 +363,8 @@ class Hierarchy:
             self._nodes[path] = Node(path, metadata, fmt, self._token(path, fmt, metadata))
             arr = self._arrays.get(path)
         if arr is not None and isinstance(metadata, ArrayMetadata) and arr.metadata != metadata:
+            if _adopt(arr, metadata):
+                return
             with self._lock:
                 self._arrays.pop(path, None)
             arr.flush()
@@ -382,6 +387,23 @@ class Hierarchy:
     def open_arrays(self) -> list[ZarrArray]:
         with self._lock:
             return list(self._arrays.values())
+
+
+def _adopt(arr: ZarrArray, metadata: Metadata) -> bool:
+    """Give ``arr`` the new ``metadata`` in place when it changes neither the shape nor how
+    chunks are encoded or found (attributes, dimension names): the object, and the writes it
+    holds, stay the array's. False when it would need a new object."""
+    old = arr.metadata
+    if (
+        not isinstance(metadata, ArrayMetadata)
+        or metadata.shape != old.shape
+        or metadata.chunk_prefix != old.chunk_prefix
+        or metadata.zarr_format != old.zarr_format
+        or reencoding_needed(old, metadata) is not None
+    ):
+        return False
+    arr.metadata = metadata
+    return True
 
 
 def open_array(store: Store, path: str = "", engine: Engine | None = None) -> ZarrArray:
