@@ -147,3 +147,21 @@ def test_an_open_reader_of_data_raw_sees_a_closed_write_to_a_chunk_file(mounted)
             assert os.pread(reader, model.nbytes, 0) == model.tobytes(), f"round {n}"
     finally:
         os.close(reader)
+
+
+def test_a_chunk_file_whose_chunk_a_resize_took_away_is_gone(mounted) -> None:
+    """A chunk file opened before a truncate of ``data.raw`` removed its chunk answers ENOENT
+    ("No such file or directory"), as its lookup now does, not EINVAL."""
+    adir, model = mounted
+    # (O_DIRECT: every read asks the daemon; an open chunk file's cached pages may be served
+    # for up to the attribute timeout, as the README says)
+    fd = os.open(adir / "chunks" / "2.0.0", os.O_RDWR | os.O_DIRECT)
+    try:
+        assert os.pread(fd, 4, 0) == model[8, 0, :1].tobytes()
+        os.truncate(adir / "data.raw", 4 * model[0].nbytes)  # rows 0..3: chunk row 2 goes
+        with pytest.raises(FileNotFoundError):
+            os.pread(fd, 4, 0)
+        with pytest.raises(FileNotFoundError):
+            os.pwrite(fd, b"\0\0\0\0", 0)
+    finally:
+        os.close(fd)

@@ -29,7 +29,7 @@ import numpy as np
 
 from zarrfs.core.codecs.chain import PreparedChain
 from zarrfs.core.engine import Engine
-from zarrfs.core.errors import InvalidWriteError, MemoryLimitError
+from zarrfs.core.errors import MemoryLimitError, NodeNotFound
 from zarrfs.core.grid import RegularGrid
 from zarrfs.core.layout import Box, flat_to_boxes
 from zarrfs.core.metadata.model import ArrayMetadata
@@ -240,7 +240,10 @@ class ArrayState:
 
     def _check_chunk(self, coords: Coords) -> None:
         if not self.grid.contains(tuple(coords)):
-            raise InvalidWriteError(f"chunk {coords} is outside the grid {self.grid.grid_shape}")
+            # a chunk file opened before a resize took its chunk away: gone, as at its lookup
+            raise NodeNotFound(
+                f"chunk {tuple(coords)} no longer exists: the grid is {self.grid.grid_shape}"
+            )
 
     def _view_boxes(self, origin: Coords, shape: tuple[int, ...], e0: int, e1: int) -> list[Box]:
         boxes = flat_to_boxes(shape, e0, e1)
