@@ -49,8 +49,7 @@ Invariants (developer notes):
   read-only mounts; owner and group are ``-o uid=``/``gid=`` (default: the mounting user). They
   are not stored, so ``chmod``/``chown`` succeed only when they change nothing and are refused
   with EPERM otherwise; time updates (``touch``) are accepted and ignored.
-- Extended attributes are the node's ``xattrs()``; they are derived, so setting or removing one
-  is ENOTSUP (which ``cp -a``/``rsync -X`` treat as "no xattr support", not as a failure).
+- Extended attributes and ``statfs``: ``xattrs.AttributeHandlers``.
 - ``ftruncate`` on a handle that edits a private copy (a handle with a ``truncate(size)``
   method, e.g. a metadata document being edited) truncates that copy; otherwise, and for
   ``truncate(path)``, ``VFile.truncate`` changes the node.
@@ -94,14 +93,13 @@ from zarrfs.fuse.metrics import OperationLatency
 from zarrfs.fuse.offload import Offload
 from zarrfs.fuse.options import MountOptions
 from zarrfs.fuse.requests import checked_bytes, fail, mutates, show, translate
+from zarrfs.fuse.xattrs import DEFAULT_BLKSIZE, AttributeHandlers
 from zarrfs.views.base import MAX_FILE_SIZE, Stat, VDir, VFile, VHandle
 
 log = logging.getLogger(__name__)
 
 #: attribute/entry timeout in seconds, by "is the mount read-only"
 DEFAULT_TIMEOUTS = {False: 1.0, True: 60.0}
-#: ``st_blksize`` when the node has no preference (the kernel's largest read request)
-DEFAULT_BLKSIZE = 128 * 1024
 #: background requests (read-ahead) the kernel may keep in flight, congested at three quarters
 MAX_BACKGROUND = 64
 #: flush/fsync/release may encode and upload a lot: their deadline is this many request deadlines
@@ -110,14 +108,6 @@ FLUSH_DEADLINE_FACTOR = 10
 #: derive their sizes from one another) unless the kernel knows more of them than this (a chunk
 #: directory, whose files change size only with the array's metadata, which lives elsewhere)
 SIBLING_INVALIDATION_LIMIT = 64
-#: the namespace of every extended attribute a node has (``user.zarr.*``); other names
-#: (``system.posix_acl_access``, ``security.selinux`` asked by ``ls -l``, ``security.capability``
-#: by ``cp``) are refused with ENOTSUP without asking the node: the namespace is not supported,
-#: which ``ls`` remembers per file system (with ENODATA it asks twice for every file it lists)
-XATTR_PREFIX = b"user."
-#: what ``statfs`` reports as capacity (object stores have no fixed size): 1 PiB
-_STATFS_BYTES = 1 << 50
-_STATFS_FRSIZE = 4096
 
 
 @dataclass(eq=False)
@@ -142,7 +132,7 @@ def _invalidate_kernel_attrs(inode: int) -> None:
         log.debug("invalidate_inode(%d): %s", inode, exc)
 
 
-class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
+class ZarrOperations(DirectoryHandlers, AttributeHandlers, pyfuse3.Operations):
     """Serves a ``VDir`` tree through pyfuse3."""
 
     supports_dot_lookup = False
@@ -476,42 +466,3 @@ class ZarrOperations(DirectoryHandlers, pyfuse3.Operations):
                 entry.node = node
             self.invalidate_attrs(entry.inode)
         await self._changed(moved[0].inode)
-
-    # -- extended attributes and statfs ---------------------------------------------------------
-
-    @translate
-    async def getxattr(self, inode: int, name: bytes, ctx: Any) -> bytes:
-        entry = self._entry(inode)
-        if not name.startswith(XATTR_PREFIX):  # ACLs, capabilities, SELinux: asked by ls -l
-            raise fail(errno.ENOTSUP)  # "not supported here": ls stops asking for this mount
-        values = await self.offload(entry.node.xattrs)
-        value = values.get(os.fsdecode(name))
-        if value is None:
-            raise fail(pyfuse3.ENOATTR)
-        return checked_bytes(value, "getxattr")
-
-    @translate
-    async def listxattr(self, inode: int, ctx: Any) -> list[bytes]:
-        values = await self.offload(self._entry(inode).node.xattrs)
-        return [os.fsencode(name) for name in values]
-
-    @translate
-    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: Any) -> None:
-        raise fail(errno.ENOTSUP)
-
-    @translate
-    async def removexattr(self, inode: int, name: bytes, ctx: Any) -> None:
-        values = await self.offload(self._entry(inode).node.xattrs)
-        raise fail(errno.ENOTSUP if os.fsdecode(name) in values else pyfuse3.ENOATTR)
-
-    @translate
-    async def statfs(self, ctx: Any) -> pyfuse3.StatvfsData:
-        data = pyfuse3.StatvfsData()
-        data.f_bsize = DEFAULT_BLKSIZE
-        data.f_frsize = _STATFS_FRSIZE
-        data.f_blocks = _STATFS_BYTES // _STATFS_FRSIZE
-        data.f_bfree = data.f_bavail = 0 if self._ro else data.f_blocks
-        data.f_files = 1 << 32
-        data.f_ffree = data.f_favail = 0 if self._ro else data.f_files - len(self.inodes)
-        data.f_namemax = 255
-        return data
