@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from zarrfs.core.array import Engine, ZarrArray
 from zarrfs.core.engine import one_by_one_until_slow
@@ -327,10 +327,8 @@ class Hierarchy:
             attributes or dimension names, which need no re-encoding) is kept, not undone."""
             with self._lock:
                 node = self._nodes.get(path)
-            base = own
             latest = node.metadata if node is not None else None
-            if isinstance(latest, ArrayMetadata) and reencoding_needed(own, latest) is None:
-                base = latest
+            base = latest if _stored_like(latest, own) else own
             metadata = base.with_shape(shape)
             fmt.write(self.store, path, metadata)
             with self._lock:
@@ -389,18 +387,22 @@ class Hierarchy:
             return list(self._arrays.values())
 
 
+def _stored_like(new: Metadata | None, old: ArrayMetadata) -> TypeGuard[ArrayMetadata]:
+    """``new`` is array metadata whose chunks are stored, encoded and found as ``old``'s (it may
+    differ in shape, attributes, dimension names)."""
+    return (
+        isinstance(new, ArrayMetadata)
+        and new.zarr_format == old.zarr_format
+        and new.chunk_prefix == old.chunk_prefix
+        and reencoding_needed(old, new) is None
+    )
+
+
 def _adopt(arr: ZarrArray, metadata: Metadata) -> bool:
     """Give ``arr`` the new ``metadata`` in place when it changes neither the shape nor how
-    chunks are encoded or found (attributes, dimension names): the object, and the writes it
-    holds, stay the array's. False when it would need a new object."""
-    old = arr.metadata
-    if (
-        not isinstance(metadata, ArrayMetadata)
-        or metadata.shape != old.shape
-        or metadata.chunk_prefix != old.chunk_prefix
-        or metadata.zarr_format != old.zarr_format
-        or reencoding_needed(old, metadata) is not None
-    ):
+    chunks are stored (attributes, dimension names): the object, and the writes it holds, stay
+    the array's. False when it would need a new object."""
+    if not _stored_like(metadata, arr.metadata) or metadata.shape != arr.metadata.shape:
         return False
     arr.metadata = metadata
     return True
