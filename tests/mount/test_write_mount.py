@@ -264,29 +264,43 @@ def test_close_to_open_sees_other_writers(store, mounter):
     )
 
 
+def hold_a_write_across(root, m, change, then=None) -> np.ndarray:
+    """Write row 0 of ``gzip`` through the mount (held in memory: ``writeback=0``), let
+    another process ``change`` the array, open ``data.npy`` (close-to-open revalidation),
+    call ``then(fd, model)``, and close; returns the model of what was written."""
+    model = zarr.open_array(str(root / "gzip"))[...]
+    fd = os.open(m.path / "gzip" / "data.raw", os.O_RDWR)
+    try:
+        model[0] = 5.0
+        os.pwrite(fd, model[0].tobytes(), 0)
+        change(zarr.open_array(str(root / "gzip"), mode="r+"))
+        time.sleep(1.1)  # past the attribute timeout: the next open asks the daemon
+        with open(m.path / "gzip" / "data.npy", "rb") as f:  # open: close-to-open check
+            f.read(16)
+        if then is not None:
+            then(fd, model)
+    finally:
+        os.close(fd)
+    return model
+
+
 def test_writes_held_in_memory_survive_a_metadata_change_by_another_process(store, mounter):
     """Another process changes the array's metadata (an attribute) while the mount holds
     writes not yet stored; a view opened then revalidates the node. The writes stay the
     array's: what ``close`` stored is all of them (before, the array object holding them was
     dropped, and ``close`` returned 0 over data that was never stored)."""
-    root, models = store
+    root, _ = store
     m = mounter(root, "writeback=0")  # nothing stored behind the test's back
-    raw = m.path / "gzip" / "data.raw"
-    model = models["gzip"].copy()
-    fd = os.open(raw, os.O_RDWR)
-    try:
-        model[0] = 5.0
-        os.pwrite(fd, model[0].tobytes(), 0)
-        other = zarr.open_array(str(root / "gzip"), mode="r+")
-        other.attrs["by"] = "another process"
-        time.sleep(1.1)  # past the attribute timeout: the next open asks the daemon
-        with open(m.path / "gzip" / "data.npy", "rb") as f:  # open: close-to-open check
-            f.read(16)
+
+    def write_row_1(fd: int, model: np.ndarray) -> None:
         model[1] = 6.0
         os.pwrite(fd, model[1].tobytes(), model[0].nbytes)
-    finally:
-        os.close(fd)
-    assert raw.read_bytes() == model.tobytes()
+
+    def add_attribute(other) -> None:
+        other.attrs["by"] = "another process"
+
+    model = hold_a_write_across(root, m, add_attribute, write_row_1)
+    assert (m.path / "gzip" / "data.raw").read_bytes() == model.tobytes()
     assert m.unmount() == 0
     assert_store_equals(root, "gzip", model)
     assert zarr.open_array(str(root / "gzip")).attrs["by"] == "another process"
@@ -295,23 +309,12 @@ def test_writes_held_in_memory_survive_a_metadata_change_by_another_process(stor
 def test_writes_held_in_memory_are_stored_before_a_resize_by_another_process(store, mounter):
     """Another process resizes the array while the mount holds writes not yet stored: the
     mount stores them before it takes the new shape, so none is lost."""
-    root, models = store
+    root, _ = store
     m = mounter(root, "writeback=0")
-    raw = m.path / "gzip" / "data.raw"
-    model = models["gzip"].copy()
-    fd = os.open(raw, os.O_RDWR)
-    try:
-        model[0] = 5.0
-        os.pwrite(fd, model[0].tobytes(), 0)
-        zarr.open_array(str(root / "gzip"), mode="r+").resize((30, *SHAPE[1:]))
-        time.sleep(1.1)
-        with open(m.path / "gzip" / "data.npy", "rb") as f:
-            f.read(16)
-    finally:
-        os.close(fd)
+    model = hold_a_write_across(root, m, lambda other: other.resize((30, *SHAPE[1:])))
     grown = np.zeros((30, *SHAPE[1:]), dtype="<f4")
     grown[: SHAPE[0]] = model
-    assert raw.read_bytes() == grown.tobytes()
+    assert (m.path / "gzip" / "data.raw").read_bytes() == grown.tobytes()
     assert m.unmount() == 0
     assert_store_equals(root, "gzip", grown)
 
